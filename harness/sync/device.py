@@ -1,0 +1,41 @@
+"""Choosing the device: `auto` is CUDA when a GPU is present, else the emulated device."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from harness.sync.emulated import emulated_device
+
+DEVICE_KINDS = ("auto", "cuda", "emu")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str  # "cuda" or "emu"
+    device: torch.device
+    name: str  # GPU name, or a description of the emulated device
+
+
+def resolve_kind(kind: str) -> str:
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
+    if kind == "auto":
+        return "cuda" if torch.cuda.is_available() else "emu"
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError("cuda was asked for but no CUDA device is available on this machine")
+    return kind
+
+
+@contextmanager
+def use_device(kind: str = "auto") -> Iterator[DeviceInfo]:
+    """Yield the device to run on; the emulated device is active for the block when chosen."""
+    resolved = resolve_kind(kind)
+    if resolved == "cuda":
+        yield DeviceInfo("cuda", torch.device("cuda", torch.cuda.current_device()), torch.cuda.get_device_name())
+        return
+    with emulated_device() as dev:
+        yield DeviceInfo("emu", dev, "emulated device (CPU tensors; host times only)")

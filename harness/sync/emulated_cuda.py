@@ -1,0 +1,133 @@
+"""Stand-ins for torch.cuda's streams, events and synchronize calls on the emulated device.
+
+Work on the emulated device completes at once, so waits return immediately; what matters is
+that each synchronize is recorded, exactly where CUDA would block the host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from harness.sync.events import SyncKind
+from harness.sync.record import record_sync
+
+
+class EmuStream:
+    """A stream of the emulated device."""
+
+    device = torch.device("meta")
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        record_sync(SyncKind.EXPLICIT, "Stream.synchronize")
+
+    def wait_event(self, event: EmuEvent) -> None:
+        return None
+
+    def wait_stream(self, stream: EmuStream) -> None:
+        return None
+
+    def record_event(self, event: EmuEvent | None = None) -> EmuEvent:
+        event = event or EmuEvent()
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def __enter__(self) -> EmuStream:
+        _STREAMS.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _STREAMS.pop()
+
+
+class EmuEvent:
+    """An event of the emulated device; `elapsed_time` reports host time between records."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, **kw: Any) -> None:
+        self.enable_timing = enable_timing
+        self._t_ns: int | None = None
+
+    def record(self, stream: EmuStream | None = None) -> None:
+        self._t_ns = time.perf_counter_ns()
+
+    def wait(self, stream: EmuStream | None = None) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        record_sync(SyncKind.EXPLICIT, "Event.synchronize")
+
+    def elapsed_time(self, end: EmuEvent) -> float:
+        if self._t_ns is None or end._t_ns is None:
+            raise RuntimeError("elapsed_time: both events must have been recorded")
+        return (end._t_ns - self._t_ns) / 1e6
+
+
+_DEFAULT = EmuStream()
+_STREAMS: list[EmuStream] = [_DEFAULT]
+
+
+def current_stream(device: Any = None) -> EmuStream:
+    return _STREAMS[-1]
+
+
+def default_stream(device: Any = None) -> EmuStream:
+    return _DEFAULT
+
+
+@contextmanager
+def stream(s: EmuStream | None) -> Iterator[EmuStream | None]:
+    if s is None:
+        yield None
+        return
+    with s:
+        yield s
+
+
+def synchronize(device: Any = None) -> None:
+    record_sync(SyncKind.EXPLICIT, "cuda.synchronize")
+
+
+def empty_cache() -> None:
+    # returning cached blocks calls cudaFree, which synchronizes the device
+    record_sync(SyncKind.ALLOCATOR, "empty_cache")
+
+
+_REPLACEMENTS = {
+    "Stream": EmuStream,
+    "Event": EmuEvent,
+    "current_stream": current_stream,
+    "default_stream": default_stream,
+    "stream": stream,
+    "synchronize": synchronize,
+    "empty_cache": empty_cache,
+}
+_SAVED: dict[str, Any] = {}
+
+
+def install() -> None:
+    """Replace torch.cuda's stream API with the stand-ins (only on machines without CUDA)."""
+    if torch.cuda.is_available() or _SAVED:
+        return
+    for name, value in _REPLACEMENTS.items():
+        _SAVED[name] = getattr(torch.cuda, name)
+        setattr(torch.cuda, name, value)
+
+
+def uninstall() -> None:
+    for name, value in _SAVED.items():
+        setattr(torch.cuda, name, value)
+    _SAVED.clear()
+    del _STREAMS[1:]

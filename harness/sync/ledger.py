@@ -1,0 +1,166 @@
+"""The ledger: a context manager that records every host-device sync made by its thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from harness.sync import hooks
+from harness.sync.events import RegionEntry, SyncEvent, SyncKind
+from harness.sync.record import record_sync
+from harness.sync.state import STATE
+
+
+@dataclass(frozen=True)
+class LocationSummary:
+    location: str
+    function: str
+    kind: str
+    op: str
+    region: str
+    count: int
+    stack: tuple[tuple[str, int, str], ...]
+
+
+class SyncLedger:
+    """Records the syncs made by the thread that opens it, until it is closed.
+
+    Ledgers nest: an event is recorded in every ledger open on the thread. On CUDA the
+    ledger turns on the interceptors (sync debug mode, copy and synchronize wrappers) while
+    at least one ledger is open; on the emulated device every op is classified anyway.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[SyncEvent] = []
+        self.region_entries: list[RegionEntry] = []
+        self._thread: int | None = None
+
+    def __enter__(self) -> SyncLedger:
+        if self._thread is not None:
+            raise RuntimeError("this SyncLedger is already open; use a new one to nest")
+        self._thread = threading.get_ident()
+        STATE.ledgers.append(self)
+        hooks.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                "SyncLedger closed on a different thread than the one that opened it; "
+                "a ledger only sees its own thread's syncs"
+            )
+        hooks.release()
+        STATE.ledgers.remove(self)
+
+    # ---- queries -------------------------------------------------------------------------
+    def count(
+        self,
+        kind: SyncKind | str | Iterable[SyncKind | str] | None = None,
+        region: str | None = None,
+    ) -> int:
+        """Number of events, optionally of some kinds and inside `region` (prefix match)."""
+        kinds = _kind_set(kind)
+        return sum(1 for e in self.events if _matches(e, kinds, region))
+
+    def counts_by(self, *fields: str) -> Counter[tuple[object, ...]]:
+        """Event counts keyed by the given event attributes (e.g. 'region', 'kind')."""
+        return Counter(tuple(_field(e, f) for f in fields) for e in self.events)
+
+    def by_location(self) -> list[LocationSummary]:
+        """Events deduplicated by (location, kind, op, region), most frequent first."""
+        groups: dict[tuple[str, str, str, str], list[SyncEvent]] = {}
+        for e in self.events:
+            groups.setdefault((e.location, e.kind.value, e.op, e.region), []).append(e)
+        rows = [
+            LocationSummary(loc, evs[0].function, kind, op, reg, len(evs), evs[0].stack)
+            for (loc, kind, op, reg), evs in groups.items()
+        ]
+        return sorted(rows, key=lambda r: (-r.count, *_location_key(r.location)))
+
+    def format_table(self, stack_depth: int = 3) -> str:
+        rows = self.by_location()
+        if not rows:
+            return "no host-device syncs recorded"
+        lines = [f"{len(self.events)} syncs at {len(rows)} locations"]
+        lines.append(f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location")
+        for r in rows:
+            lines.append(f"{r.count:>6}  {r.kind:<15} {r.op:<22} {r.region or '-':<28} {r.location}")
+            for f, ln, fn in r.stack[1 : 1 + stack_depth]:
+                lines.append(f"{'':>8}called from {f}:{ln} in {fn}")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        rows = [
+            {
+                "location": r.location,
+                "function": r.function,
+                "kind": r.kind,
+                "op": r.op,
+                "region": r.region,
+                "count": r.count,
+                "stack": [f"{f}:{ln} {fn}" for f, ln, fn in r.stack],
+            }
+            for r in self.by_location()
+        ]
+        return json.dumps({"total": len(self.events), "locations": rows}, indent=2)
+
+
+def _location_key(location: str) -> tuple[str, int]:
+    file, _, line = location.rpartition(":")
+    return (file, int(line)) if line.isdigit() else (location, 0)
+
+
+def _kind_set(kind: SyncKind | str | Iterable[SyncKind | str] | None) -> frozenset[str] | None:
+    if kind is None:
+        return None
+    if isinstance(kind, (str, SyncKind)):
+        kind = [kind]
+    return frozenset(SyncKind(k).value for k in kind)
+
+
+def _matches(e: SyncEvent, kinds: frozenset[str] | None, region: str | None) -> bool:
+    if kinds is not None and e.kind.value not in kinds:
+        return False
+    return region is None or e.region == region or e.region.startswith(region + "/")
+
+
+def _field(e: SyncEvent, name: str) -> object:
+    if name in ("kind",):
+        return e.kind.value
+    if hasattr(e, name):
+        return getattr(e, name)
+    return e.tag_dict.get(name)
+
+
+class SyncBudgetExceeded(AssertionError):
+    """A block made more host-device syncs than its budget allows."""
+
+
+class max_syncs:  # noqa: N801 - used like a function: `with max_syncs(0): ...`
+    """Raise `SyncBudgetExceeded` when the block makes more than `n` syncs (of `kinds`)."""
+
+    def __init__(self, n: int, kinds: SyncKind | str | Iterable[SyncKind | str] | None = None):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"max_syncs: the budget must be a non-negative int, got {n!r}")
+        self.n = n
+        self.kinds = _kind_set(kinds)
+        self.ledger = SyncLedger()
+
+    def __enter__(self) -> SyncLedger:
+        return self.ledger.__enter__()
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.ledger.__exit__(exc_type, *rest)
+        if exc_type is not None:
+            return
+        counted = [e for e in self.ledger.events if _matches(e, self.kinds, None)]
+        if len(counted) > self.n:
+            kinds = "" if self.kinds is None else f" of kind {sorted(self.kinds)}"
+            lines = [f"{len(counted)} host-device syncs{kinds}, budget {self.n}:"]
+            for e in counted:
+                lines.append(f"  - {e.describe()}")
+                lines.extend(f"      called from {f}:{ln} in {fn}" for f, ln, fn in e.stack[1:4])
+            raise SyncBudgetExceeded("\n".join(lines))

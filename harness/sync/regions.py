@@ -1,0 +1,62 @@
+"""`region(name)`: one call marks a region for NVTX, the ledger and (when recording) the profiler."""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+
+import torch
+
+from harness.sync import nvtx_ranges
+from harness.sync.events import RegionEntry
+from harness.sync.state import STATE
+
+_profiler_enabled = torch._C._autograd._profiler_enabled
+
+
+class region:  # noqa: N801 - used like a function: `with region("metadata"): ...`
+    """Mark a named region; regions nest and their paths join with '/'.
+
+    Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
+    The profiler does not see NVTX ranges, so a `record_function` label is added only while
+    a PyTorch profiler is recording (entering one costs ~6 µs even with no profiler).
+    """
+
+    __slots__ = ("_label", "_t0", "name", "path")
+
+    def __init__(self, name: str) -> None:
+        self.name = name.strip("/")
+        self.path = ""
+        self._label: object | None = None
+        self._t0 = 0
+
+    def __enter__(self) -> region:
+        st = STATE
+        regions = st.regions
+        path = f"{regions[-1]}/{self.name}" if regions else self.name
+        self.path = path
+        regions.append(path)
+        nvtx_ranges.PUSH(path)
+        if st.ledgers:
+            entry = RegionEntry(path, st.step, st.tags)
+            for ledger in st.ledgers:
+                ledger.region_entries.append(entry)
+        if _profiler_enabled():
+            self._label = torch.profiler.record_function(path)
+            self._label.__enter__()  # type: ignore[attr-defined]
+        if st.timers:
+            self._t0 = perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        st = STATE
+        if st.timers and self._t0:
+            t1 = perf_counter_ns()
+            sample = (self.path, st.step, st.tags, self._t0, t1)
+            for timer in st.timers:
+                timer.samples.append(sample)
+            self._t0 = 0
+        if self._label is not None:
+            self._label.__exit__(None, None, None)  # type: ignore[attr-defined]
+            self._label = None
+        nvtx_ranges.POP()
+        st.regions.pop()

@@ -1,0 +1,58 @@
+"""Per-thread state shared by regions and ledgers: the region stack, the step, the tags."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.sync.ledger import SyncLedger
+    from harness.sync.timer import RegionTimer
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.regions: list[str] = []  # full paths, innermost last
+        self.ledgers: list[SyncLedger] = []
+        self.timers: list[RegionTimer] = []
+        self.step: int | None = None
+        self.tags: tuple[tuple[str, str], ...] = ()
+        self.suppress: int = 0  # >0 while an interceptor records the sync itself
+        self.op: str | None = None  # outermost user-facing op being intercepted
+
+
+STATE = _ThreadState()
+
+
+def current_region() -> str:
+    """The `/`-joined region path of this thread ('' outside any region)."""
+    regions = STATE.regions
+    return regions[-1] if regions else ""
+
+
+def set_step(step: int | None) -> None:
+    """Tag later events and region entries of this thread with `step`."""
+    STATE.step = step
+
+
+def current_step() -> int | None:
+    return STATE.step
+
+
+@contextmanager
+def tags(**values: object) -> Iterator[None]:
+    """Attach key=value tags (e.g. forward_mode, path) to events recorded inside the block."""
+    saved = STATE.tags
+    merged = dict(saved)
+    merged.update({k: str(v) for k, v in values.items()})
+    STATE.tags = tuple(sorted(merged.items()))
+    try:
+        yield
+    finally:
+        STATE.tags = saved
+
+
+def current_tags() -> dict[str, str]:
+    return dict(STATE.tags)
