@@ -53,7 +53,8 @@ PATTERNS: list[Pattern] = [
     Pattern("nonzero", lambda t, dev: t["d"].nonzero(), {D2H: 1}),
     Pattern("bool_mask_index", lambda t, dev: t["d"][t["d"] > 3], {D2H: 1}),
     Pattern(
-        "repeat_interleave_tensor", lambda t, dev: t["d"].repeat_interleave(t["repeats"]), {D2H: 1}
+        # two waits on CUDA: the output size, then the check that no repeat is negative
+        "repeat_interleave_tensor", lambda t, dev: t["d"].repeat_interleave(t["repeats"]), {D2H: 2}
     ),
     Pattern(
         "repeat_interleave_output_size",

@@ -95,8 +95,8 @@ def _bool_index(indices: Any) -> bool:
     )
 
 
-# op -> predicate(args, kwargs) telling whether this call makes the host wait for the device
-_D2H_RULES: dict[Any, Callable[[tuple, dict], bool]] = {
+# op -> how many times this call makes the host wait for the device (0: it does not)
+_D2H_RULES: dict[Any, Callable[[tuple, dict], int]] = {
     aten._local_scalar_dense.default: lambda a, k: True,
     aten.is_nonzero.default: lambda a, k: True,
     aten.equal.default: lambda a, k: True,
@@ -106,7 +106,9 @@ _D2H_RULES: dict[Any, Callable[[tuple, dict], bool]] = {
     aten.unique_dim.default: lambda a, k: True,
     aten.unique_consecutive.default: lambda a, k: True,
     aten.bincount.default: lambda a, k: True,
-    aten.repeat_interleave.Tensor: lambda a, k: k.get("output_size") is None,
+    # without output_size CUDA reads the total and checks `(repeats >= 0).all()`: two waits
+    # (two cudaStreamSynchronize calls seen under the profiler on an H200, torch 2.11)
+    aten.repeat_interleave.Tensor: lambda a, k: 2 if k.get("output_size") is None else 0,
     aten.index.Tensor: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
     aten.index_put_.default: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
     aten.index_put.default: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
@@ -162,7 +164,7 @@ def _dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     uargs = tuple(_map(_unwrap, a) for a in args)
     ukwargs = {k: _map(_unwrap, v) for k, v in kwargs.items()}
     rule = _D2H_RULES.get(func)
-    if rule is not None and rule(uargs, ukwargs):
+    for _ in range(rule(uargs, ukwargs) if rule is not None else 0):
         record_sync(SyncKind.D2H_READ, func.overloadpacket.__name__)
     out = func(*uargs, **ukwargs)
     # in-place ops and ops returning an input return the caller's own wrapper
@@ -295,7 +297,7 @@ def _factory(func: Any, args: tuple, kwargs: dict) -> Any:
         out = func(*args, **kw)
         return pinned.pin(out) if pin and isinstance(out, torch.Tensor) else out
     kw["device"] = torch.device("cpu")
-    if func in (torch.tensor, torch.as_tensor, torch.asarray):
+    if getattr(func, "__name__", "") in ("tensor", "as_tensor", "asarray"):
         data = args[0] if args else kw.pop("data")
         src = data._elem if isinstance(data, EmuTensor) else data
         out = func(src, *args[1:], **kw)
@@ -313,18 +315,18 @@ def _where(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*fixed, **kwargs)
 
 
-_HANDLERS: dict[Any, Callable[[Any, tuple, dict], Any]] = {
-    torch.where: _where,
-    torch.Tensor.where: _where,
-    torch.Tensor.to: _tensor_to,
-    torch.Tensor.cuda: _tensor_cuda,
-    torch.Tensor.tolist: _tolist,
-    torch.Tensor.numpy: _numpy,
-    torch.Tensor.__array__: _numpy,
-    torch.Tensor.pin_memory: _pin_memory,
-    torch.Tensor.is_pinned: _is_pinned,
-    torch.Tensor.record_stream: _record_stream,
-    torch.Tensor.new_tensor: _new_tensor,
+# by name: on a GPU machine the CUDA interceptors may have replaced these with wrappers
+_HANDLERS: dict[str, Callable[[Any, tuple, dict], Any]] = {
+    "where": _where,
+    "to": _tensor_to,
+    "cuda": _tensor_cuda,
+    "tolist": _tolist,
+    "numpy": _numpy,
+    "__array__": _numpy,
+    "pin_memory": _pin_memory,
+    "is_pinned": _is_pinned,
+    "record_stream": _record_stream,
+    "new_tensor": _new_tensor,
 }
 
 
@@ -336,7 +338,7 @@ class _EmuMode(TorchFunctionMode):
         if outer:
             STATE.op = name.strip("_") if name.startswith("__") else name
         try:
-            handler = _HANDLERS.get(func)
+            handler = _HANDLERS.get(name)
             if handler is not None:
                 return handler(func, args, kwargs)
             if "device" in kwargs or "pin_memory" in kwargs:

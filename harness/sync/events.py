@@ -66,7 +66,11 @@ MAX_STACK_DEPTH = 16
 
 
 def _is_machinery(filename: str) -> bool:
-    return filename.startswith(_SKIP_PREFIXES) or filename in _SKIP_FILES or "/contextlib.py" in filename
+    return (
+        filename.startswith(_SKIP_PREFIXES)
+        or filename in _SKIP_FILES
+        or filename.endswith(("/contextlib.py", "/warnings.py"))
+    )
 
 
 def skip_frames_of(*filenames: str) -> None:

@@ -57,7 +57,7 @@ def _check_catalogue(dev: torch.device, use_profiler: bool) -> list[dict[str, ob
                 with region(f"check/{p.name}"):
                     p.body(inputs, dev)
 
-            prof = count_runtime_syncs(body)
+            prof = count_runtime_syncs(body, regions=(f"check/{p.name}",))
             row["profiler"] = prof.total
             row["profiler_calls"] = " ".join(f"{k}={n}" for k, n in sorted(prof.calls.items()))
             row["agree"] = prof.total == len(led.events)

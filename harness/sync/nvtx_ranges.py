@@ -39,15 +39,11 @@ def _from_nvtx_package() -> tuple[PushFn, PopFn, str] | None:
 def _from_torch() -> tuple[PushFn, PopFn, str] | None:
     if not torch.cuda.is_available():
         return None
-    nv = torch.cuda.nvtx
-
-    def push(name: str) -> None:
-        nv.range_push(name)
-
-    def pop() -> None:
-        nv.range_pop()
-
-    return push, pop, "torch.cuda.nvtx"
+    # bind the C entry points directly: torch.cuda.nvtx's wrappers add a Python call each
+    nv = getattr(torch._C, "_nvtx", None)
+    if nv is not None and hasattr(nv, "rangePushA") and hasattr(nv, "rangePop"):
+        return nv.rangePushA, nv.rangePop, "torch.cuda.nvtx"
+    return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop, "torch.cuda.nvtx"
 
 
 def pick_backend() -> tuple[PushFn, PopFn, str]:

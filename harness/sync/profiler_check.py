@@ -4,8 +4,9 @@ The ledger hooks Python entry points; the profiler sees what the CUDA runtime wa
 `cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`, and memcpys whose
 host side is pageable. One user-level op can make several runtime calls (a blocking copy is a
 memcpy plus a stream synchronize), so calls are grouped by the top-level op that made them:
-a top-level op counts once if it made any sync call or pageable memcpy; sync calls made outside
-any op (torch.cuda.synchronize, Event.synchronize) count one each. Heavy: checks only.
+a top-level op counts its sync calls, or its pageable memcpys when it made no sync call; sync
+calls made outside any op (torch.cuda.synchronize, Event.synchronize) count one each. Only calls
+inside a region label count (the profiler issues synchronizes of its own). Heavy: checks only.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def _outermost(intervals: list[_Ev], t: int) -> _Ev | None:
 def _is_label(name: str, regions: tuple[str, ...] | None) -> bool:
     if regions is not None:
         return name in regions
-    return not name.startswith(("aten::", "cuda", "cu", "Memcpy", "Memset", "ProfilerStep"))
+    return not name.startswith(
+        ("aten::", "cuda", "cu", "Memcpy", "Memset", "ProfilerStep", "PyTorch Profiler")
+    )
 
 
 def count_runtime_syncs(fn: Callable[[], object], regions: tuple[str, ...] | None = None) -> ProfilerCount:
@@ -90,25 +93,24 @@ def count_runtime_syncs(fn: Callable[[], object], regions: tuple[str, ...] | Non
         fn()
         torch.cuda.synchronize()
     events = _events(prof)
-    # the final synchronize above is ours, not the block's
-    last_sync = max((e for e in events if e.name == "cudaDeviceSynchronize"), key=lambda e: e.start_ns, default=None)
     pageable = {e.correlation for e in events if e.device and "Pageable" in e.name}
     runtime = [
         e
         for e in events
         if not e.device
-        and e is not last_sync
         and (e.name in SYNC_CALLS or (e.name.startswith("cudaMemcpy") and e.correlation in pageable))
     ]
     ops = [e for e in events if not e.device and e.name.startswith("aten::")]
     labels = [e for e in events if not e.device and _is_label(e.name, regions)]
+    runtime = [e for e in runtime if _innermost(labels, e.start_ns) is not None]
     by_op: dict[tuple[int, int] | None, list[_Ev]] = {}
     for call in runtime:
         op = _outermost(ops, call.start_ns)
         by_op.setdefault(None if op is None else (op.start_ns, op.end_ns), []).append(call)
     counts: Counter[str] = Counter()
     for key, calls in by_op.items():
-        n = len(calls) if key is None else 1
+        n_sync = sum(c.name in SYNC_CALLS for c in calls)
+        n = n_sync or len(calls)
         if key is None:
             for call in calls:
                 label = _innermost(labels, call.start_ns)
