@@ -7,7 +7,7 @@ import os
 # Triton must see this before it is imported anywhere, or kernels try to compile for a GPU.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import pytest  # noqa: E402
+import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,7 +10,9 @@ import pytest
 from harness.cli import main
 
 
-def test_syncs_command_lists_script_syncs_by_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_syncs_command_lists_script_syncs_by_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     script = tmp_path / "user_code.py"
     script.write_text(
         "import sys, torch\n"

@@ -7,23 +7,34 @@ import runpy
 import sys
 from pathlib import Path
 
-from harness.cli import command
-from harness.errors import InputError
 import harness
 from harness import cli
+from harness.cli import command
+from harness.errors import InputError
 from harness.sync import DEVICE_KINDS, SyncLedger, use_device
 from harness.sync.events import skip_frames_of
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", choices=DEVICE_KINDS, default="auto", help="auto: CUDA if present, else the emulated device")
-    p.add_argument("--json", type=Path, help="also write the syncs, deduplicated by location, as JSON")
+    p.add_argument(
+        "--device",
+        choices=DEVICE_KINDS,
+        default="auto",
+        help="auto: CUDA if present, else the emulated device",
+    )
+    p.add_argument(
+        "--json", type=Path, help="also write the syncs, deduplicated by location, as JSON"
+    )
     p.add_argument("--stack-depth", type=int, default=3, help="caller frames to print per location")
     p.add_argument("script", help="the Python script to run (its own arguments follow)")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
 
 
-@command("syncs", help="run a Python script under the sync ledger and list its syncs by location", configure=_configure)
+@command(
+    "syncs",
+    help="run a Python script under the sync ledger and list its syncs by location",
+    configure=_configure,
+)
 def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     if not script.is_file():

@@ -9,18 +9,24 @@ A general library: it imports nothing from the backend, serving, runner or scena
 """
 
 from harness.sync.device import DEVICE_KINDS, DeviceInfo, use_device
-from harness.sync.emulated import EmulationError, EmuTensor, emulated_device, host_values, is_emulated
+from harness.sync.emulated import (
+    EmulationError,
+    EmuTensor,
+    emulated_device,
+    host_values,
+    is_emulated,
+)
 from harness.sync.events import RegionEntry, SyncEvent, SyncKind
 from harness.sync.ledger import SyncBudgetExceeded, SyncLedger, max_syncs
-from harness.sync.record import record_sync
 from harness.sync.nvtx_ranges import BACKEND as NVTX_BACKEND
+from harness.sync.record import record_sync
 from harness.sync.regions import region
 from harness.sync.state import current_region, current_step, current_tags, set_step, tags
 from harness.sync.timer import RegionTimer, region_timer
 
 __all__ = [
-    "NVTX_BACKEND",
     "DEVICE_KINDS",
+    "NVTX_BACKEND",
     "DeviceInfo",
     "EmuTensor",
     "EmulationError",

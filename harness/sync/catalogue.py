@@ -54,7 +54,9 @@ PATTERNS: list[Pattern] = [
     Pattern("bool_mask_index", lambda t, dev: t["d"][t["d"] > 3], {D2H: 1}),
     Pattern(
         # two waits on CUDA: the output size, then the check that no repeat is negative
-        "repeat_interleave_tensor", lambda t, dev: t["d"].repeat_interleave(t["repeats"]), {D2H: 2}
+        "repeat_interleave_tensor",
+        lambda t, dev: t["d"].repeat_interleave(t["repeats"]),
+        {D2H: 2},
     ),
     Pattern(
         "repeat_interleave_output_size",
@@ -84,7 +86,9 @@ PATTERNS: list[Pattern] = [
     ),
     Pattern("device_synchronize", lambda t, dev: torch.cuda.synchronize(), {EXPLICIT: 1}),
     Pattern(
-        "stream_synchronize", lambda t, dev: torch.cuda.current_stream().synchronize(), {EXPLICIT: 1}
+        "stream_synchronize",
+        lambda t, dev: torch.cuda.current_stream().synchronize(),
+        {EXPLICIT: 1},
     ),
     Pattern("event_synchronize", lambda t, dev: _event_sync(), {EXPLICIT: 1}),
     Pattern("cumsum", lambda t, dev: t["d"].cumsum(0), {}),

@@ -35,7 +35,9 @@ def use_device(kind: str = "auto") -> Iterator[DeviceInfo]:
     """Yield the device to run on; the emulated device is active for the block when chosen."""
     resolved = resolve_kind(kind)
     if resolved == "cuda":
-        yield DeviceInfo("cuda", torch.device("cuda", torch.cuda.current_device()), torch.cuda.get_device_name())
+        yield DeviceInfo(
+            "cuda", torch.device("cuda", torch.cuda.current_device()), torch.cuda.get_device_name()
+        )
         return
     with emulated_device() as dev:
         yield DeviceInfo("emu", dev, "emulated device (CPU tensors; host times only)")

@@ -13,8 +13,12 @@ class SyncKind(str, Enum):
     """Host-device synchronization kinds, after CUDA's API synchronization rules."""
 
     D2H_READ = "d2h_read"  # the host waits for a device value: item, tolist, cpu(), nonzero...
-    H2D_BLOCKING = "h2d_blocking"  # a blocking copy from host memory (torch.tensor(list, device=...))
-    PAGEABLE_ASYNC = "pageable_async"  # non_blocking copy to/from pageable memory: the driver stages
+    H2D_BLOCKING = (
+        "h2d_blocking"  # a blocking copy from host memory (torch.tensor(list, device=...))
+    )
+    PAGEABLE_ASYNC = (
+        "pageable_async"  # non_blocking copy to/from pageable memory: the driver stages
+    )
     EXPLICIT = "explicit"  # stream / event / device synchronize
     ALLOCATOR = "allocator"  # the caching allocator frees device memory (cudaFree synchronizes)
 

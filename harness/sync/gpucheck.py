@@ -53,7 +53,7 @@ def _check_catalogue(dev: torch.device, use_profiler: bool) -> list[dict[str, ob
         if use_profiler:
             from harness.sync.profiler_check import count_runtime_syncs
 
-            def body(p: catalogue.Pattern = p) -> None:
+            def body(p: catalogue.Pattern = p, inputs: dict = inputs) -> None:
                 with region(f"check/{p.name}"):
                     p.body(inputs, dev)
 
@@ -70,7 +70,9 @@ def _sync_all(dev: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def metadata_step(dev: torch.device, bs: int = 64, ctx: int = 4096) -> Callable[[Callable[[str], object]], None]:
+def metadata_step(
+    dev: torch.device, bs: int = 64, ctx: int = 4096
+) -> Callable[[Callable[[str], object]], None]:
     """A sync-free step shaped like the metadata paths: gathers, clamps, masks, copies."""
     g = torch.Generator().manual_seed(0)
     seq_lens = torch.randint(1, ctx, (bs,), generator=g, dtype=torch.int32).to(dev)
@@ -112,7 +114,12 @@ def _null_mark(name: str) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
-def _time_steps(step: Callable[[Callable[[str], object]], None], mark: Callable[[str], object], dev: torch.device, n: int) -> list[int]:
+def _time_steps(
+    step: Callable[[Callable[[str], object]], None],
+    mark: Callable[[str], object],
+    dev: torch.device,
+    n: int,
+) -> list[int]:
     for _ in range(10):
         step(mark)
     _sync_all(dev)
@@ -144,7 +151,9 @@ def _overhead(dev: torch.device, n: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
 
     def add(config: str, samples: list[int], unit: str = "ns") -> None:
-        rows.extend({"config": config, "sample": i, "value": v, "unit": unit} for i, v in enumerate(samples))
+        rows.extend(
+            {"config": config, "sample": i, "value": v, "unit": unit} for i, v in enumerate(samples)
+        )
 
     add("plain", _time_steps(step, _null_mark, dev, n))
     add("regions", _time_steps(step, region, dev, n))
@@ -187,7 +196,9 @@ def _emu_slowdown(n: int) -> list[dict[str, object]]:
     with emulated_device() as dev:
         emu = _time_steps(metadata_step(dev), region, dev, n)
     for name, samples in (("cpu_tensors", plain), ("emulated_device", emu)):
-        rows.extend({"config": name, "sample": i, "value": v, "unit": "ns"} for i, v in enumerate(samples))
+        rows.extend(
+            {"config": name, "sample": i, "value": v, "unit": "ns"} for i, v in enumerate(samples)
+        )
     return rows
 
 
@@ -249,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         ok = bool(r["ledger_ok"]) and bool(r.get("agree", True))
         bad += not ok
         prof = r.get("profiler", "-")
-        print(f"{r['pattern']:<32}{r['expected']:>9}{r['ledger']:>8}{prof!s:>10}  {'yes' if ok else 'NO  ' + str(r.get('profiler_calls', ''))}")
+        print(
+            f"{r['pattern']:<32}{r['expected']:>9}{r['ledger']:>8}{prof!s:>10}  {'yes' if ok else 'NO  ' + str(r.get('profiler_calls', ''))}"
+        )
     rows = over + emu
     base = _median(rows, "plain")
     print(f"\nhost time per step (median of {args.steps}), nvtx backend {BACKEND}:")

@@ -88,7 +88,9 @@ def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., 
     return wrapper
 
 
-def _transfer_kind(src: torch.Tensor, dst_device: torch.device, non_blocking: bool, dst_pinned: bool | None) -> SyncKind | None:
+def _transfer_kind(
+    src: torch.Tensor, dst_device: torch.device, non_blocking: bool, dst_pinned: bool | None
+) -> SyncKind | None:
     s_dev = src.device.type == "cuda"
     d_dev = dst_device.type == "cuda"
     if not s_dev and d_dev:
@@ -99,7 +101,9 @@ def _transfer_kind(src: torch.Tensor, dst_device: torch.device, non_blocking: bo
     return None
 
 
-def _run_transfer(kind: SyncKind | None, op: str, nbytes: int, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _run_transfer(
+    kind: SyncKind | None, op: str, nbytes: int, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
     if kind is not None:
         record_sync(kind, op, nbytes)
     STATE.suppress += 1
@@ -175,7 +179,9 @@ def _patch(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
     setattr(owner, name, wrapper)
 
 
-def _showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+def _showwarning(
+    message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     if _SYNC_WARNING in str(message):
         if STATE.ledgers and not STATE.suppress:
             record_sync(SyncKind.D2H_READ, "implicit")
@@ -188,8 +194,20 @@ def _showwarning(message: Any, category: Any, filename: str, lineno: int, file: 
 def _install() -> None:
     global _saved_mode, _saved_showwarning
     T = torch.Tensor
-    for op in ("item", "tolist", "__int__", "__float__", "__bool__", "__index__", "nonzero",
-               "repeat_interleave", "masked_select", "unique", "__getitem__", "__setitem__"):
+    for op in (
+        "item",
+        "tolist",
+        "__int__",
+        "__float__",
+        "__bool__",
+        "__index__",
+        "nonzero",
+        "repeat_interleave",
+        "masked_select",
+        "unique",
+        "__getitem__",
+        "__setitem__",
+    ):
         _patch(T, op, _named(op.strip("_"), getattr(T, op)))
     for op in ("nonzero", "repeat_interleave", "masked_select", "unique", "equal", "argwhere"):
         _patch(torch, op, _named(op, getattr(torch, op)))
@@ -199,10 +217,26 @@ def _install() -> None:
     _patch(T, "copy_", _wrap_copy(T.copy_))
     for name in ("tensor", "as_tensor"):
         _patch(torch, name, _wrap_factory(name, getattr(torch, name)))
-    _patch(torch.cuda, "synchronize", _recorded(SyncKind.EXPLICIT, "cuda.synchronize", torch.cuda.synchronize))
-    _patch(torch.cuda.Stream, "synchronize", _recorded(SyncKind.EXPLICIT, "Stream.synchronize", torch.cuda.Stream.synchronize))
-    _patch(torch.cuda.Event, "synchronize", _recorded(SyncKind.EXPLICIT, "Event.synchronize", torch.cuda.Event.synchronize))
-    _patch(torch.cuda, "empty_cache", _recorded(SyncKind.ALLOCATOR, "empty_cache", torch.cuda.empty_cache))
+    _patch(
+        torch.cuda,
+        "synchronize",
+        _recorded(SyncKind.EXPLICIT, "cuda.synchronize", torch.cuda.synchronize),
+    )
+    _patch(
+        torch.cuda.Stream,
+        "synchronize",
+        _recorded(SyncKind.EXPLICIT, "Stream.synchronize", torch.cuda.Stream.synchronize),
+    )
+    _patch(
+        torch.cuda.Event,
+        "synchronize",
+        _recorded(SyncKind.EXPLICIT, "Event.synchronize", torch.cuda.Event.synchronize),
+    )
+    _patch(
+        torch.cuda,
+        "empty_cache",
+        _recorded(SyncKind.ALLOCATOR, "empty_cache", torch.cuda.empty_cache),
+    )
     _saved_mode = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("warn")
     _saved_showwarning = warnings.showwarning
@@ -216,7 +250,11 @@ def _uninstall() -> None:
     if _saved_showwarning is not None:
         warnings.showwarning = _saved_showwarning
         _saved_showwarning = None
-    warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "always" and f[1] is not None and _SYNC_WARNING in f[1].pattern)]
+    warnings.filters[:] = [
+        f
+        for f in warnings.filters
+        if not (f[0] == "always" and f[1] is not None and _SYNC_WARNING in f[1].pattern)
+    ]
     warnings._filters_mutated()  # type: ignore[attr-defined]
     while _SAVED:
         owner, name, original = _SAVED.pop()

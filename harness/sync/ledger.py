@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from harness.sync import hooks
 from harness.sync.events import RegionEntry, SyncEvent, SyncKind
-from harness.sync.record import record_sync
 from harness.sync.state import STATE
 
 
@@ -87,7 +86,9 @@ class SyncLedger:
         lines = [f"{len(self.events)} syncs at {len(rows)} locations"]
         lines.append(f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location")
         for r in rows:
-            lines.append(f"{r.count:>6}  {r.kind:<15} {r.op:<22} {r.region or '-':<28} {r.location}")
+            lines.append(
+                f"{r.count:>6}  {r.kind:<15} {r.op:<22} {r.region or '-':<28} {r.location}"
+            )
             for f, ln, fn in r.stack[1 : 1 + stack_depth]:
                 lines.append(f"{'':>8}called from {f}:{ln} in {fn}")
         return "\n".join(lines)
@@ -139,7 +140,7 @@ class SyncBudgetExceeded(AssertionError):
     """A block made more host-device syncs than its budget allows."""
 
 
-class max_syncs:  # noqa: N801 - used like a function: `with max_syncs(0): ...`
+class max_syncs:
     """Raise `SyncBudgetExceeded` when the block makes more than `n` syncs (of `kinds`)."""
 
     def __init__(self, n: int, kinds: SyncKind | str | Iterable[SyncKind | str] | None = None):

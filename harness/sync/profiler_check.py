@@ -81,7 +81,9 @@ def _is_label(name: str, regions: tuple[str, ...] | None) -> bool:
     )
 
 
-def count_runtime_syncs(fn: Callable[[], object], regions: tuple[str, ...] | None = None) -> ProfilerCount:
+def count_runtime_syncs(
+    fn: Callable[[], object], regions: tuple[str, ...] | None = None
+) -> ProfilerCount:
     """Run `fn` under the profiler (CPU + CUDA activities) and count runtime syncs per region.
 
     Regions are the `harness.sync.region` labels (record_function while profiling); pass
@@ -98,7 +100,9 @@ def count_runtime_syncs(fn: Callable[[], object], regions: tuple[str, ...] | Non
         e
         for e in events
         if not e.device
-        and (e.name in SYNC_CALLS or (e.name.startswith("cudaMemcpy") and e.correlation in pageable))
+        and (
+            e.name in SYNC_CALLS or (e.name.startswith("cudaMemcpy") and e.correlation in pageable)
+        )
     ]
     ops = [e for e in events if not e.device and e.name.startswith("aten::")]
     labels = [e for e in events if not e.device and _is_label(e.name, regions)]

@@ -13,7 +13,7 @@ from harness.sync.state import STATE
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
 
-class region:  # noqa: N801 - used like a function: `with region("metadata"): ...`
+class region:
     """Mark a named region; regions nest and their paths join with '/'.
 
     Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
