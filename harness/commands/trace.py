@@ -1,0 +1,48 @@
+"""`python -m harness trace [RUN] [-o FILE]`: a Chrome/Perfetto trace JSON of a run's steps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.cli import command
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "run", nargs="?", default=None, help="run folder (default: the newest complete run)"
+    )
+    p.add_argument("--root", type=Path, default=Path("results/runs"), help="where runs live")
+    p.add_argument(
+        "-o", "--output", type=Path, default=None, help="trace file (default: RUN/trace.json)"
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=None, help="first N measured steps per cell (default: all)"
+    )
+
+
+@command(
+    "trace",
+    help="write a Perfetto/Chrome trace JSON of a run (ui.perfetto.dev)",
+    configure=_configure,
+)
+def run(args: argparse.Namespace) -> int:
+    from harness.errors import InputError
+    from harness.report import load_run
+    from harness.report.trace import build_trace
+
+    if args.max_steps is not None and args.max_steps < 1:
+        raise InputError("must be at least 1", key="--max-steps")
+    data = load_run(args.run, root=args.root)
+    trace = build_trace(data, max_steps=args.max_steps)
+    out = args.output or data.path / "trace.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(trace, separators=(",", ":")))
+    tmp.replace(out)
+    other = trace["otherData"]
+    print(f"wrote {out}: {len(trace['traceEvents'])} events, {other['syncs_placed']} syncs")
+    print(f"  region layout: {other['region_layout']}")
+    print("  open it in https://ui.perfetto.dev (Open trace file)")
+    return 0

@@ -1,0 +1,106 @@
+"""Run the plot notebooks headless against a run folder (CI and `python -m harness notebooks`).
+
+The committed notebooks carry no outputs; executed copies go next to the run. The kernel is
+always this interpreter: a kernel-spec manager that sees no installed kernel specs falls back
+to ipykernel's native spec built from sys.executable, so nothing is registered and a stray
+user-level "python3" spec can never pick another Python.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+NOTEBOOKS = ("sync_counts.ipynb", "step_latency.ipynb")
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+
+
+@dataclass
+class Executed:
+    name: str
+    path: Path  # the executed copy
+    seconds: float
+    error: str | None  # None when every cell ran
+
+
+def inject_parameters(nb, run: Path | None, root: Path | None = None) -> None:
+    """Add a cell after the `parameters` cell that sets RUN (and ROOT) — papermill's convention."""
+    import nbformat
+
+    lines = [f"RUN = {json.dumps(str(run)) if run is not None else None}"]
+    if root is not None:
+        lines.append(f"ROOT = {json.dumps(str(root))}")
+    cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": [INJECTED_TAG]})
+    idx = next(
+        (
+            i
+            for i, c in enumerate(nb.cells)
+            if PARAMETERS_TAG in c.get("metadata", {}).get("tags", [])
+        ),
+        -1,
+    )
+    nb.cells.insert(idx + 1, cell)
+
+
+def _kernel_manager(socket_dir: Path):
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    specs = KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
+    # ipc: Unix sockets, no open TCP port on a CI box (and no "unencrypted TCP" warning). The
+    # socket files are named from `ip`; it must point into a private folder, or they land in
+    # the working directory and stay there.
+    return KernelManager(
+        kernel_name="python3",
+        kernel_spec_manager=specs,
+        transport="ipc",
+        ip=str(socket_dir / "kernel"),
+    )
+
+
+def execute_notebook(
+    name: str,
+    run: Path | None,
+    out_dir: Path,
+    root: Path | None = None,
+    timeout_s: int = 120,
+) -> Executed:
+    """Execute notebooks/<name> with RUN=run; write the executed copy into out_dir."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    inject_parameters(nb, run, root)
+    t0 = time.perf_counter()
+    error = None
+    with tempfile.TemporaryDirectory(prefix="harness-kernel-") as sockets:
+        client = NotebookClient(
+            nb,
+            km=_kernel_manager(Path(sockets)),
+            timeout=timeout_s,
+            # cwd of the kernel: the repo root, so relative run paths mean here what they mean
+            # on the command line
+            resources={"metadata": {"path": str(REPO_ROOT)}},
+        )
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+    seconds = time.perf_counter() - t0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / name
+    nbformat.write(nb, out)
+    return Executed(name, out, seconds, error)
+
+
+def execute_all(run: Path, out_dir: Path | None = None, timeout_s: int = 120) -> list[Executed]:
+    """Execute every plot notebook against a (resolved) run folder."""
+    out = out_dir if out_dir is not None else run / "notebooks"
+    return [execute_notebook(n, run.resolve(), out, timeout_s=timeout_s) for n in NOTEBOOKS]

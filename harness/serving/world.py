@@ -1,0 +1,290 @@
+"""The world the benchmark runner drives: scheduler, pools, backends, mirror, graph runners.
+
+    world = build_world(WorldConfig(...), device)
+    world.warmup_and_capture()   # calibrate the stand-in forward, capture graphs (tags warmup/capture)
+    info = world.step()          # one scheduler iteration under region("step"), set_step(n)
+    world.findings               # stale_mirror findings
+
+The time pass wraps ``world.step()`` itself (region timer; CUDA events around the call on CUDA);
+``world.synchronize()`` drains the device between timed steps when it wants to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from harness.serving.accept import AcceptConfig
+from harness.serving.batch import ForwardMode, SpecInfo, host_to_device_async
+from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
+from harness.serving.findings import Finding, check_stale_mirror
+from harness.serving.graph_runner import GraphRunner
+from harness.serving.mirror import MIRROR_SETTINGS, LengthRelay, get_mirror_producer, resolve_want
+from harness.serving.modes import SERVING_MODES, get_serving_mode
+from harness.serving.pool import PoolConfig, ReqToTokenPool
+from harness.serving.scheduler import Scheduler, SchedulerConfig
+from harness.serving.standin import StandInForward
+from harness.sync import current_step, region, set_step, tags
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    model: str = "flash"  # "flash" | "pro"
+    variant: str = "after"  # "before" | "after" | "dropped"
+    serving_mode: str = "nonspec"  # "nonspec" | "eagle" | "specv2"
+    mirror: str = "auto"  # "auto" (backend decides) | "present" | "absent" (what-if overrides)
+    batch_size: int = 32
+    context_len: int = 4096
+    seed: int = 0
+    prefill_every: int = 0  # a prefill step every N steps; 0 = never (arrivals join with KV)
+    cuda_graph: bool = True
+    prep_in_graph: bool = True
+    spec_steps: int = 3
+    spec_topk: int = 1
+    draft_tokens: int = 4
+    accept_mean: float = 2.8
+    forward_us: float = 1000.0  # stand-in forward duration on CUDA
+    kernels: str = "torch"  # "torch" | "triton"
+    # Beyond the contract (defaults keep it): the accept-length distribution, the largest
+    # bucket (upstream --cuda-graph-max-bs), which buckets to capture ("near": those a run of
+    # batch_size replays; "all": upstream's full list; or a tuple) and arrivals' prompt lengths.
+    accept_dist: str = "geometric"
+    cuda_graph_max_bs: int | None = None  # None: upstream's default largest bucket, 256
+    capture: str | tuple[int, ...] = "near"
+    prompt_len: tuple[int, int] = (32, 256)
+
+    def __post_init__(self) -> None:
+        if self.serving_mode not in SERVING_MODES:
+            raise ValueError(f"serving_mode {self.serving_mode!r}; known: {sorted(SERVING_MODES)}")
+        if self.mirror not in MIRROR_SETTINGS:
+            raise ValueError(f"mirror {self.mirror!r}; known: {list(MIRROR_SETTINGS)}")
+        if self.spec_topk != 1:
+            raise ValueError("DeepSeek-V4 MTP supports spec_topk 1 only")
+        if self.draft_tokens != self.spec_steps + 1:
+            raise ValueError("with topk 1, draft_tokens must be spec_steps + 1")
+
+    @property
+    def spec(self) -> SpecInfo | None:
+        if not get_serving_mode(self.serving_mode).spec:
+            return None
+        return SpecInfo(self.draft_tokens, self.spec_steps, self.spec_topk)
+
+    @property
+    def capture_bs(self) -> list[int]:
+        max_bs = self.cuda_graph_max_bs or DEFAULT_MAX_BS
+        return capture_buckets(self.spec is not None, max_bs, self.batch_size, self.capture)
+
+
+@dataclass(frozen=True)
+class ForwardPass:
+    forward_mode: str
+    path: str  # "graph" | "eager"
+    batch_size: int
+    bucket: int | None  # padded (captured) batch size on the graph path
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    step: int
+    kind: str  # "decode" | "prefill"
+    passes: tuple[ForwardPass, ...] = field(default=())
+
+    @property
+    def forward_passes(self) -> tuple[ForwardPass, ...]:
+        return self.passes
+
+    @property
+    def batch_size(self) -> int:
+        return max((p.batch_size for p in self.passes), default=0)
+
+
+class World:
+    def __init__(self, cfg: WorldConfig, device: torch.device):
+        from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
+
+        self.cfg = cfg
+        self.device = device
+        self.mode = get_serving_mode(cfg.serving_mode)
+        self.spec = cfg.spec
+        spec = self.spec
+        draft_slots = max(8, spec.draft_token_num if spec else 1)
+        self.pool = ReqToTokenPool(
+            PoolConfig(
+                max_reqs=cfg.batch_size + 1,
+                context_len=cfg.context_len,
+                draft_slots=draft_slots,
+                seed=cfg.seed,
+            ),
+            device,
+        )
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                batch_size=cfg.batch_size,
+                context_len=cfg.context_len,
+                seed=cfg.seed,
+                prefill_every=cfg.prefill_every,
+                spec=spec,
+                accept=AcceptConfig(cfg.accept_mean, cfg.accept_dist),
+                prompt_len=cfg.prompt_len,
+            ),
+            self.pool,
+        )
+        bcfg = BackendConfig(
+            model=cfg.model,
+            variant=cfg.variant,
+            prep_in_graph=cfg.prep_in_graph,
+            spec=spec,
+            kernels=cfg.kernels,
+        )
+        self.target_backend = DeepseekV4AttnBackend(bcfg, self.pool, device, cfg.variant)
+        self.draft_backend = None
+        self.draft_extend_backend = None
+        backends = [self.target_backend]
+        if spec is not None:
+            self.draft_backend = MultiStepDraftBackend(
+                spec.num_steps, bcfg, self.pool, device, cfg.variant, topk=spec.topk
+            )
+            self.draft_extend_backend = DeepseekV4AttnBackend(bcfg, self.pool, device, cfg.variant)
+            backends += [self.draft_backend, self.draft_extend_backend]
+        # As upstream's decide_needs_cpu_seq_lens: an OR over every attention backend.
+        self.needs_cpu_seq_lens = any(getattr(b, "needs_cpu_seq_lens", True) for b in backends)
+        producer = "none" if cfg.mirror == "absent" else self.mode.mirror_producer
+        self.producer = get_mirror_producer(producer)
+        self.want_mirror = resolve_want(
+            cfg.mirror, self.needs_cpu_seq_lens, self.producer.flag_applies
+        )
+        # Prefill batches: the host knows prompt lengths in every mode.
+        self.want_host_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens, False)
+        self.relay = LengthRelay(self.pool.cfg.max_reqs, device) if spec is not None else None
+        self.standin = StandInForward(cfg.forward_us, device)
+        self.runners = self._make_runners()
+        self._findings: list[Finding] = []
+        self._pending: list[tuple] = []  # (step, pass record, truth) awaiting the stale check
+        self.step_count = 0
+        self._ready = False
+        if self.relay is not None:  # requests running at start: the device knows their lengths
+            lens = self.scheduler.lengths()
+            self._publish(list(lens), list(lens.values()))
+
+    # ---- setup ----------------------------------------------------------------------------
+    def _make_runners(self) -> dict[str, GraphRunner]:
+        cfg, spec = self.cfg, self.spec
+        buckets = cfg.capture_bs
+        common = dict(device=self.device, forward=self.forward, use_graphs=cfg.cuda_graph)
+        if spec is None:
+            return {
+                "decode": GraphRunner(
+                    "decode", self.target_backend, ForwardMode.DECODE, buckets, 1, **common
+                )
+            }
+        return {
+            "draft": GraphRunner(
+                "draft", self.draft_backend, ForwardMode.DECODE, buckets,
+                spec.topk * spec.num_steps, spec=spec, mirror_when_absent="none", **common,
+            ),
+            "verify": GraphRunner(
+                "verify", self.target_backend, ForwardMode.TARGET_VERIFY, buckets,
+                spec.draft_token_num, spec=spec, **common,
+            ),
+        }  # fmt: skip
+
+    def forward(self, at_forward=None) -> None:
+        self.standin(at_forward)
+
+    def prefill_backends(self) -> list:
+        """Target prefill, then (EAGLE) the draft model's prefill."""
+        if self.draft_extend_backend is None:
+            return [self.target_backend]
+        return [self.target_backend, self.draft_extend_backend]
+
+    def warmup_and_capture(self) -> None:
+        """Calibrate the stand-in forward and capture every runner's graphs (not measured)."""
+        with tags(path="warmup"):
+            self.standin.prepare()
+        if self.cfg.cuda_graph:
+            for runner in self.runners.values():
+                runner.capture()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self._ready = True
+
+    def describe(self) -> dict:
+        """What this world is, for run metadata (host values only)."""
+        return {
+            "serving_mode": self.cfg.serving_mode,
+            "variant": self.cfg.variant,
+            "mirror_setting": self.cfg.mirror,
+            "mirror_producer": self.producer.name,
+            "needs_cpu_seq_lens": self.needs_cpu_seq_lens,
+            "decode_batch_gets_mirror": self.want_mirror,
+            "captured_buckets": {k: list(r.buckets) for k, r in self.runners.items()},
+            "forward": {"us": self.standin.forward_us, "method": self.standin.method,
+                        "units": self.standin.units, "device": self.device.type},
+        }  # fmt: skip
+
+    def synchronize(self) -> None:
+        """Drain the device (time pass only; this is a sync)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # ---- one step -------------------------------------------------------------------------
+    def step(self) -> StepInfo:
+        if not self._ready:
+            raise RuntimeError("call warmup_and_capture() before step()")
+        n = self.step_count
+        self.step_count += 1
+        outer_step = current_step()
+        set_step(n)
+        kind, bs = self.scheduler.peek()
+        # Step-level work (scheduling, the mirror, publish) carries the scheduler batch's mode
+        # (DECODE, or EXTEND for prefill; EAGLE's draft/verify/extend run inside a DECODE
+        # step upstream) and the path of the target model's forward; passes override both.
+        step_mode = "EXTEND" if kind == "prefill" else "DECODE"
+        step_path = "eager" if kind == "prefill" else self._decode_path(bs)
+        try:
+            with tags(forward_mode=step_mode, path=step_path), region("step"):
+                with region("scheduler/prepare"):
+                    plan = self.scheduler.schedule()
+                    if plan.admitted_direct and self.relay is not None:
+                        rows, lens = zip(*plan.admitted_direct)
+                        self._publish(rows, lens)
+                if plan.kind == "prefill":
+                    passes = self.mode.prefill(self, plan)
+                else:
+                    passes = self.mode.decode(self, plan)
+                with region("scheduler/commit"):
+                    self.scheduler.commit(plan)
+        finally:
+            set_step(outer_step)
+        # Stale-mirror checks run when findings are read, so they add no host time to a step.
+        self._pending.extend(
+            (n, rec, truth) for rec, truth in passes if rec.host_lens_used is not None
+        )
+        out = [ForwardPass(r.forward_mode, r.path, r.batch_size, r.bucket) for r, _ in passes]
+        return StepInfo(n, plan.kind, tuple(out))
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Correctness hazards seen so far (``stale_mirror``), in step order."""
+        for n, rec, truth in self._pending:
+            finding = check_stale_mirror(
+                rec.host_lens_used, truth, step=n, forward_mode=rec.forward_mode, path=rec.path
+            )
+            if finding is not None:
+                self._findings.append(finding)
+        self._pending.clear()
+        return self._findings
+
+    def _decode_path(self, batch_size: int) -> str:
+        runner = self.runners[self.mode.target_runner]
+        return "graph" if runner.graphs and batch_size <= runner.max_bs else "eager"
+
+    def _publish(self, rows, lens) -> None:
+        rpi = host_to_device_async(list(rows), torch.int64, self.device)
+        val = host_to_device_async(list(lens), torch.int64, self.device)
+        self.relay.publish(rpi, val)
+
+
+def build_world(cfg: WorldConfig, device: torch.device) -> World:
+    return World(cfg, device)

@@ -1,0 +1,259 @@
+"""A synthetic run folder in the runner's format (harness/results/tables.py), for report tests.
+
+Small and seeded: it exercises every figure (graph and eager paths, several forward modes, a
+failed cell, stale-mirror findings, nested per-region host times in exit order as the time
+pass writes them) without running the harness. Rows of a step outside any forward pass carry
+the step's path ("eager" when any pass of the step ran eagerly, else "graph"), warm-up rows
+"warmup", and the cell's set-up (step -1) "setup" / "capture", as the runner writes them.
+With `legacy_setup_path=True` measured scheduler rows say "setup" instead (the runner's
+first format), which the report must read the same.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from harness.results.tables import COLUMNS, write_csv
+
+VARIANTS = ("before", "after", "dropped")
+_KEYS = ("scenario", "variant", "mirror", "batch_size", "step", "forward_mode", "path", "region")
+_CELL = _KEYS[:4]
+# The order in which this module builds its row tuples (written by name, see write_run).
+_FIXTURE_COLUMNS = {
+    "counts": (*_KEYS, "syncs"),
+    "syncs": (*_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
+    "latency": (*_KEYS, "device", "metric", "value", "unit"),
+    "outcomes": (
+        *_CELL,
+        "pass",
+        "status",
+        "mirror_effective",
+        "steps_done",
+        "exception",
+        "message",
+        "location",
+        "function",
+        "wall_s",
+    ),
+    "findings": (*_CELL, "pass", "step", "kind", "detail", "forward_mode", "path"),
+}
+BUCKET_MAX = 64  # batch sizes above this run decode/verify eagerly
+WARMUP = 2
+# site -> (region, kind, op, location, function)
+_SITES = {
+    "mirror": (
+        "step/scheduler/mirror",
+        "d2h_read",
+        "aten::_to_copy",
+        "harness/serving/mirror.py:150",
+        "blocking_copy",
+    ),
+    "max_len": (
+        "step/metadata/eager",
+        "d2h_read",
+        "aten::item",
+        "harness/backend/metadata.py:141",
+        "_build_forward_metadata",
+    ),
+    "verify_list": (
+        "step/metadata/out_graph",
+        "d2h_read",
+        "aten::tolist",
+        "harness/backend/verify.py:57",
+        "verify_lengths",
+    ),
+    "pad": (
+        "step/metadata/eager",
+        "d2h_read",
+        "aten::item",
+        "harness/backend/expand.py:33",
+        "expand_prefill",
+    ),
+}
+
+
+def _passes(scenario: str, step: int, bs: int) -> list[tuple[str, str]]:
+    path = "graph" if bs <= BUCKET_MAX else "eager"
+    if scenario == "nonspec":
+        return [("EXTEND", "eager")] if step % 4 == 3 else [("DECODE", path)]
+    return [("DRAFT_EXTEND", "eager"), ("DECODE", path), ("TARGET_VERIFY", path)]
+
+
+def _sites(scenario: str, variant: str, mode: str, path: str) -> list[str]:
+    out = ["max_len"] if variant != "dropped" and path == "eager" else []
+    if variant == "before" and mode == "TARGET_VERIFY":
+        out.append("verify_list")
+    if mode == "DRAFT_EXTEND":
+        out.append("pad")
+    return out
+
+
+def _pass_regions(path: str) -> list[str]:
+    """Regions of one forward pass in exit order (children before their parent)."""
+    if path == "graph":
+        return [
+            "step/metadata/out_graph",
+            "step/graph/replay/metadata/in_graph",
+            "step/graph/replay/forward",
+            "step/graph/replay",
+        ]
+    return ["step/metadata/eager", "step/forward"]
+
+
+def write_run(
+    root: Path,
+    scenario: str = "eagle",
+    *,
+    device: str = "cuda",
+    batch_sizes: tuple[int, ...] = (1, 8, 64, 96),
+    steps: int = 12,
+    seed: int = 0,
+    run_id: str = "20260101T000000Z-0000",
+    start_time: str = "2026-01-01T00:00:00+00:00",
+    legacy_setup_path: bool = False,
+) -> Path:
+    """Write a complete synthetic run folder root/<scenario>/<run_id>; return its path."""
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / scenario / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    t = {name: [] for name in _FIXTURE_COLUMNS}
+    stacks: dict[str, list[str]] = {}
+    for variant in VARIANTS:
+        for bs in batch_sizes:
+            cell = (scenario, variant, "auto", bs)
+            failed = variant == "before" and bs == batch_sizes[-1] and scenario == "nonspec"
+            for pass_ in ("count", "time"):
+                exc = (
+                    (
+                        "AssertionError",
+                        "seq_lens_cpu is None",
+                        "harness/backend/metadata.py:120",
+                        "_build_forward_metadata",
+                    )
+                    if failed
+                    else ("", "", "", "")
+                )
+                done = 1 if failed else WARMUP + steps
+                t["outcomes"].append(
+                    (*cell, pass_, "error" if failed else "ok", "present", done, *exc, 0.1)
+                )
+            if failed:
+                continue
+            # set-up: a capture sync, and its host time (never per step)
+            t["counts"].append((*cell, -1, "DECODE", "capture", "step/metadata/out_graph", 1))
+            _sync_rows(
+                t,
+                stacks,
+                (*cell, -1, "DECODE", "capture"),
+                "max_len",
+                bs,
+                1,
+                "step/metadata/out_graph",
+            )
+            t["latency"].append(
+                (*cell, -1, "", "capture", "warmup_and_capture", device, "host", 5e4, "us")
+            )
+            for step in range(WARMUP + steps):
+                warm = step < WARMUP
+                passes = _passes(scenario, step, bs)
+                step_path = "eager" if any(p == "eager" for _m, p in passes) else "graph"
+                if warm:
+                    sched_path = "warmup"
+                    t["latency"].append(
+                        (*cell, step, "", "warmup", "iteration", device, "host", 1e5, "us")
+                    )
+                else:
+                    sched_path = "setup" if legacy_setup_path else step_path
+                # scheduler regions are outside any forward pass
+                sched = (*cell, step, "", sched_path)
+                mirror_syncs = int(scenario != "nonspec")
+                t["counts"].append((*sched, "step", 0))
+                t["counts"].append((*sched, "step/scheduler/mirror", mirror_syncs))
+                t["counts"].append((*sched, "step/scheduler/prepare", 0))
+                _sync_rows(t, stacks, sched, "mirror", bs, mirror_syncs, "step/scheduler/mirror")
+                n_syncs = mirror_syncs
+                for mode, path in passes:
+                    key = (*cell, step, mode, "warmup" if warm else path)
+                    per_region = {r: 0 for r in _pass_regions(path)}
+                    for site in _sites(scenario, variant, mode, path):
+                        reg = _SITES[site][0]
+                        reg = reg if reg in per_region else "step/metadata/eager"  # eager verify
+                        per_region[reg] += 1
+                        _sync_rows(t, stacks, key, site, bs, 1, reg)
+                    t["counts"].extend((*key, r, n) for r, n in per_region.items())
+                    n_syncs += sum(per_region.values())
+                if warm:
+                    continue
+                _time_rows(t, rng, cell, step, passes, device, n_syncs, bs, step_path)
+                if variant != "dropped" and scenario != "nonspec" and step % 5 == 2:
+                    detail = "graph runner seq_lens_cpu holds step 0 values"
+                    finding = (*cell, "count", step, "stale_mirror", detail, "TARGET_VERIFY")
+                    t["findings"].append((*finding, step_path))
+    for name, rows in t.items():
+        # map by column name onto the runner's current columns: one it adds stays empty
+        mine = _FIXTURE_COLUMNS[name]
+        rows = (tuple(dict(zip(mine, r)).get(c, "") for c in COLUMNS[name]) for r in rows)
+        write_csv(folder / f"{name}.csv", name, rows)
+    (folder / "stacks.json").write_text(json.dumps(stacks))
+    meta = {
+        "result_format": "dsv4-harness-run",
+        "result_format_version": 1,
+        "status": "complete",
+        "complete": True,
+        "run_id": run_id,
+        "command": f"python -m harness bench --scenario {scenario} --device {device}",
+        "start_time": start_time,
+        "git_commit": "0" * 40,
+        "device_kind": device,
+        "gpu_name": "NVIDIA H200" if device == "cuda" else None,
+        "torch_version": "2.13.0",
+        "name": scenario,
+        "seed": seed,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+    return folder
+
+
+def _sync_rows(t: dict, stacks: dict, key: tuple, site: str, bs: int, n: int, region: str):
+    _, kind, op, loc, fn = _SITES[site]
+    sid = f"{zlib.crc32(f'{loc}:{fn}'.encode()):08x}"
+    stacks[sid] = [f"{loc} in {fn}", "harness/serving/world.py:210 in step"]
+    t["syncs"].extend([(*key, region, kind, op, loc, fn, sid, 8 * bs)] * n)
+
+
+def _time_rows(t: dict, rng, cell, step: int, passes, device: str, n_syncs: int, bs: int, sp: str):
+    """Host time of every region exit (children first), then the iteration's host/device/e2e;
+    rows outside a forward pass carry the step's path `sp`."""
+
+    def host_us() -> float:
+        return float(rng.lognormal(np.log(4 + 0.03 * bs), 0.3))
+
+    rows = []
+    sched_us = [host_us(), host_us()]
+    rows.append((*cell, step, "", sp, "step/scheduler/mirror", device, "host", sched_us[0], "us"))
+    rows.append((*cell, step, "", sp, "step/scheduler/prepare", device, "host", sched_us[1], "us"))
+    total = sum(sched_us)
+    for mode, path in passes:
+        regs = _pass_regions(path)
+        leaf = [host_us() for _ in regs]
+        if path == "graph":  # replay holds in_graph and forward
+            leaf[3] = leaf[1] + leaf[2] + 1.0
+            total += leaf[0] + leaf[3]
+        else:
+            total += sum(leaf)
+        rows.extend(
+            (*cell, step, mode, path, r, device, "host", v, "us") for r, v in zip(regs, leaf)
+        )
+    step_us = total + 2.0
+    rows.append((*cell, step, "", sp, "step", device, "host", step_us, "us"))
+    it = (*cell, step, "", sp, "iteration", device)
+    rows.append((*it, "host", step_us + 1.0, "us"))
+    if device == "cuda":
+        dev_us = 800 + 2 * bs + rng.normal(0, 5)
+        rows.append((*it, "device", dev_us, "us"))
+        rows.append((*it, "e2e", dev_us + 25 * n_syncs + rng.exponential(8), "us"))
+    t["latency"].extend(rows)

@@ -1,0 +1,113 @@
+"""The plot notebooks: committed without outputs, and run headless top to bottom in CI.
+
+One run is a real, tiny emulated bench run (made here through the CLI, so a change in the
+result files breaks this test rather than the notebooks silently); the other is the synthetic
+GPU-shaped run, for the device and end-to-end paths the emulated device cannot produce.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from report_fixtures import write_run
+
+from harness.cli import main
+from harness.report import find_runs
+from harness.report.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, _kernel_manager, execute_notebook
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_BENCH = [
+    "--scenario",
+    "eagle",
+    "--device",
+    "emu",
+    "--no-progress",
+    "--set",
+    "batch_sizes=[4]",
+    "--set",
+    "context_len=512",
+    "--set",
+    "steps.warmup=1",
+    "--set",
+    "steps.count=2",
+    "--set",
+    "steps.time=3",
+]
+NOTEBOOK_BUDGET_S = 60
+
+
+@pytest.fixture(scope="module")
+def emulated_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    subprocess.run(
+        [sys.executable, "-m", "harness", "bench", *TINY_BENCH, "--out", str(root)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (run,) = find_runs(root)
+    return run
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_committed_without_outputs(name):
+    nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "RUN = None" in params[0].source
+
+
+def _images(nb) -> int:
+    return sum(
+        "image/png" in out.get("data", {})
+        for c in nb.cells
+        if c.cell_type == "code"
+        for out in c.outputs
+    )
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_on_an_emulated_run(name, emulated_run, tmp_path):
+    ex = execute_notebook(name, emulated_run, tmp_path)
+    assert ex.error is None, ex.error
+    assert not list(REPO.glob("kernel-ipc*"))  # kernel sockets stay in a private temp folder
+    assert ex.seconds < NOTEBOOK_BUDGET_S
+    nb = nbformat.read(ex.path, as_version=4)
+    assert _images(nb) == 4  # every figure of the notebook rendered
+    text = "".join(
+        out.get("text", "") for c in nb.cells if c.cell_type == "code" for out in c.outputs
+    )
+    assert "emulated device (host times only)" in text  # the run label printed at the top
+
+
+def test_latency_notebook_on_a_gpu_shaped_run(tmp_path):
+    run = write_run(tmp_path / "runs", "eagle", device="cuda", batch_sizes=(1, 64), steps=5)
+    ex = execute_notebook("step_latency.ipynb", run, tmp_path / "out")
+    assert ex.error is None, ex.error
+    text = "".join(
+        out.get("text", "")
+        for c in nbformat.read(ex.path, as_version=4).cells
+        if c.cell_type == "code"
+        for out in c.outputs
+    )
+    assert "headline metric: e2e" in text and "µs (e2e)" in text, text
+
+
+def test_kernel_is_this_interpreter(tmp_path):
+    km = _kernel_manager(tmp_path)
+    assert km.kernel_spec.argv[0] == sys.executable
+
+
+def test_notebooks_command_reports_failure(tmp_path, capsys, monkeypatch):
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    (run / "counts.csv").write_text("nonsense\n1\n")  # a column the notebook needs is missing
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS", ("sync_counts.ipynb",))
+    assert main(["notebooks", str(run), "--out", str(tmp_path / "out")]) == 1
+    assert "FAILED" in capsys.readouterr().out

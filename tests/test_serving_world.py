@@ -1,0 +1,108 @@
+"""The whole world: every serving mode x variant runs, stays consistent with its oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.serving import WorldConfig, build_world
+from harness.serving.modes import SERVING_MODES
+from harness.sync import SyncLedger, emulated_device, host_values
+
+VARIANTS = ("before", "after", "dropped")
+STEPS = 7
+
+
+def _cfg(mode: str, variant: str, **kw) -> WorldConfig:
+    base = dict(
+        serving_mode=mode, variant=variant, batch_size=3, context_len=1024, seed=5,
+        prefill_every=3, prompt_len=(16, 48),
+    )  # fmt: skip
+    base.update(kw)
+    return WorldConfig(**base)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", sorted(SERVING_MODES))
+def test_world_runs_every_mode_and_variant(mode: str, variant: str) -> None:
+    with emulated_device() as dev:
+        world = build_world(_cfg(mode, variant), dev)
+        world.warmup_and_capture()
+        with SyncLedger() as led:
+            infos = [world.step() for _ in range(STEPS)]
+        assert [i.step for i in infos] == list(range(STEPS))
+        kinds = [i.kind for i in infos]
+        assert kinds.count("prefill") == 2  # steps 2 and 5
+        for info in infos:
+            modes = [p.forward_mode for p in info.passes]
+            if info.kind == "prefill":
+                assert set(modes) == {"EXTEND"}
+                assert len(modes) == (1 if mode == "nonspec" else 2)
+            elif mode == "nonspec":
+                assert modes == ["DECODE"]
+            else:
+                assert modes == ["DECODE", "TARGET_VERIFY", "DRAFT_EXTEND"]
+                assert [p.path for p in info.passes] == ["graph", "graph", "eager"]
+        assert led.count(region="step/metadata/in_graph") == 0  # graph bodies never sync
+        assert led.count(region="step/graph") == 0
+        # every event belongs to a step and lies under region "step"
+        assert all(e.step is not None and e.region.startswith("step") for e in led.events)
+        # pass events carry forward_mode and path tags
+        for e in led.events:
+            if not e.region.startswith("step/scheduler"):
+                assert {"forward_mode", "path"} <= set(e.tag_dict), e.describe()
+        if world.relay is not None:  # the device's lengths agree with the oracle
+            buf = host_values(world.relay.new_seq_lens_buf).tolist()
+            for row, n in world.scheduler.lengths().items():
+                assert buf[row] == n
+        # mirror auto: only `dropped` under EAGLE goes without it, and the verify runner then
+        # hands the backend its stale host buffer (which `dropped` ignores, but it is flagged)
+        stale = {(f.forward_mode, f.path) for f in world.findings}
+        if variant == "dropped" and mode != "nonspec":
+            assert stale == {("TARGET_VERIFY", "graph")}
+        else:
+            assert stale == set()
+
+
+def test_world_is_deterministic() -> None:
+    runs = []
+    for _ in range(2):
+        with emulated_device() as dev:
+            world = build_world(_cfg("specv2", "after"), dev)
+            world.warmup_and_capture()
+            runs.append(([world.step() for _ in range(5)], world.scheduler.lengths()))
+    assert runs[0] == runs[1]
+
+
+def test_before_without_mirror_fails_like_upstream() -> None:
+    with emulated_device() as dev:
+        world = build_world(_cfg("specv2", "before", mirror="absent", prefill_every=0), dev)
+        world.warmup_and_capture()
+        with pytest.raises(AssertionError):
+            world.step()
+
+
+def test_step_before_capture_is_an_error() -> None:
+    with emulated_device() as dev:
+        world = build_world(_cfg("nonspec", "after"), dev)
+        with pytest.raises(RuntimeError):
+            world.step()
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError):
+        _cfg("turbo", "after")
+    with pytest.raises(ValueError):
+        _cfg("eagle", "after", draft_tokens=5)
+    with pytest.raises(ValueError):
+        _cfg("eagle", "after", mirror="maybe")
+
+
+def test_describe_and_standin_is_a_noop_off_cuda() -> None:
+    with emulated_device() as dev:
+        world = build_world(_cfg("specv2", "dropped"), dev)
+        world.warmup_and_capture()
+        d = world.describe()
+        assert d["mirror_producer"] == "relay" and d["needs_cpu_seq_lens"] is False
+        assert d["decode_batch_gets_mirror"] is False
+        assert d["captured_buckets"] == {"draft": [2, 3], "verify": [2, 3]}
+        assert d["forward"]["units"] == 0 and world.standin.measure_us() == 0.0
