@@ -6,6 +6,9 @@ SCENARIO ?= nonspec
 ARGS ?=
 RUN ?=
 DEVICE ?= auto
+# Baselines are counted on the emulated device; compare like with like unless told otherwise.
+GATE_DEVICE ?= emu
+GPU_OUT ?= results/gpu
 TORCH_VERSION ?= 2.13.0
 
 VENV := .venv
@@ -18,7 +21,10 @@ SETUP :=
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 endif
 
-.PHONY: setup test lint format bench gate baseline report gpu-check kernels-bench clean
+LINT_PATHS := harness kernels tests benchmarks
+
+.PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check \
+	kernels-gpu metadata-bench clean
 
 setup: $(SETUP)
 
@@ -31,23 +37,24 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(SETUP)
-	$(PY) -m ruff check harness kernels tests
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 	$(PY) -m pytest -q
-	$(PY) -m harness gate --device emu
+	$(PY) -m harness gate --device $(GATE_DEVICE)
 
 lint: $(SETUP)
-	$(PY) -m ruff check harness kernels tests
-	$(PY) -m ruff format --check harness kernels tests
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 
 format: $(SETUP)
-	$(PY) -m ruff format harness kernels tests
-	$(PY) -m ruff check --fix harness kernels tests
+	$(PY) -m ruff format $(LINT_PATHS)
+	$(PY) -m ruff check --fix $(LINT_PATHS)
 
 bench: $(SETUP)
 	$(PY) -m harness bench --scenario $(SCENARIO) --device $(DEVICE) $(ARGS)
 
 gate: $(SETUP)
-	$(PY) -m harness gate --device $(DEVICE) $(ARGS)
+	$(PY) -m harness gate --device $(GATE_DEVICE) $(ARGS)
 
 baseline: $(SETUP)
 	$(PY) -m harness baseline --device emu $(ARGS)
@@ -55,11 +62,26 @@ baseline: $(SETUP)
 report: $(SETUP)
 	$(PY) -m harness report $(RUN) $(ARGS)
 
-gpu-check: $(SETUP)
-	$(PY) -m harness.sync.gpucheck $(ARGS)
+trace: $(SETUP)
+	$(PY) -m harness trace $(RUN) $(ARGS)
 
-kernels-bench: $(SETUP)
-	$(PY) -m pytest benchmarks -q --benchmark-only $(ARGS)
+notebooks: $(SETUP)
+	$(PY) -m harness notebooks $(RUN) $(ARGS)
+
+# GPU checks: the ledger against the profiler, the backend and the CUDA graphs against the
+# emulated device. Each writes its tables under $(GPU_OUT).
+gpu-check: $(SETUP)
+	$(PY) -m harness.sync.gpucheck --out $(GPU_OUT)/sync $(ARGS)
+	$(PY) -m harness.backend.gpucheck --out $(GPU_OUT)/backend
+	$(PY) -m harness.serving.gpucheck --out $(GPU_OUT)/serving
+
+kernels-gpu: $(SETUP)
+	$(PY) benchmarks/kernels_gpu.py --out $(GPU_OUT)/kernels $(ARGS)
+
+metadata-bench: $(SETUP)
+	mkdir -p $(GPU_OUT)
+	$(PY) -m pytest benchmarks/test_metadata_bench.py -q --benchmark-only \
+		--benchmark-json=$(GPU_OUT)/metadata_bench.json $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -72,7 +72,6 @@ def test_relay_pull_is_a_private_stream_synchronize() -> None:
 
 def test_resolve_want() -> None:
     assert resolve_want("auto", True) and not resolve_want("auto", False)
-    assert resolve_want("auto", False, flag_applies=False)  # host-known: always handed over
     assert resolve_want("present", False) and not resolve_want("absent", True)
     with pytest.raises(ValueError):
         resolve_want("sometimes", True)

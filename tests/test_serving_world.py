@@ -54,11 +54,11 @@ def test_world_runs_every_mode_and_variant(mode: str, variant: str) -> None:
             buf = host_values(world.relay.new_seq_lens_buf).tolist()
             for row, n in world.scheduler.lengths().items():
                 assert buf[row] == n
-        # mirror auto: only `dropped` under EAGLE goes without it, and the verify runner then
-        # hands the backend its stale host buffer (which `dropped` ignores, but it is flagged)
+        # mirror auto: without speculation `after` gets no mirror, and the decode runner then
+        # hands it its stale host buffer, which `after` reads; `dropped` never reads it
         stale = {(f.forward_mode, f.path) for f in world.findings}
-        if variant == "dropped" and mode != "nonspec":
-            assert stale == {("TARGET_VERIFY", "graph")}
+        if variant == "after" and mode == "nonspec":
+            assert stale == {("DECODE", "graph")}
         else:
             assert stale == set()
 

@@ -53,6 +53,10 @@ class VariantPolicy:
             return seq_lens_cpu.tolist()
         return seq_lens.detach().cpu().tolist()  # D2H: the fallback PR #30695 removed
 
+    # Whether host lengths handed over at replay are used at all (a stale mirror is a hazard
+    # only for a variant that reads it).
+    reads_replay_mirror: bool = True
+
     def check_replay_mirror(self, seq_lens_cpu: torch.Tensor | None, bs: int, cap: int) -> None:
         """Row 7: every out-of-graph call checks the batch fits the captured span."""
         assert seq_lens_cpu is not None, "DeepSeek-V4 backend requires seq_lens_cpu"
@@ -100,6 +104,7 @@ class DroppedPolicy(AfterPolicy):
 
     name: str = "dropped"
     upstream_commit: str = "a9cf5e68"
+    reads_replay_mirror: bool = False
 
     def needs_cpu_seq_lens(self, spec_configured: bool, prep_in_graph: bool) -> bool:
         # False on CUDA with prep-in-graph on and online-c128 MTP off (not modelled: off).

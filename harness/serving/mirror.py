@@ -106,10 +106,6 @@ class MirrorRequest:
 
 class MirrorProducer:
     name = "base"
-    # Whether the backend's needs_cpu_seq_lens decides if the batch gets the mirror. Upstream
-    # only the spec relay path consults it (FutureMap); a host that knows the lengths always
-    # hands them over (they cost nothing).
-    flag_applies = True
 
     def produce(self, req: MirrorRequest, want: bool) -> Mirror:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -139,8 +135,6 @@ def get_mirror_producer(name: str) -> MirrorProducer:
 @mirror_producer("host_known")
 class HostKnown(MirrorProducer):
     """No speculation (and every prefill): the host knows every length, the mirror is free."""
-
-    flag_applies = False
 
     def produce(self, req: MirrorRequest, want: bool) -> Mirror:
         if not want:
@@ -185,10 +179,14 @@ class NoMirror(MirrorProducer):
 MIRROR_SETTINGS = ("auto", "present", "absent")
 
 
-def resolve_want(setting: str, needs_cpu_seq_lens: bool, flag_applies: bool = True) -> bool:
-    """Does the batch get the mirror? ``auto``: the backend's flag where it applies."""
+def resolve_want(setting: str, needs_cpu_seq_lens: bool) -> bool:
+    """Does the batch get the mirror? ``auto``: the backend's flag, whatever produced it.
+
+    With the flag False the scheduler sets seq_lens_cpu (and seq_lens_sum) to None: since
+    #30695 a non-speculative server hands `after` no mirror at all, though the host knows it.
+    """
     if setting == "auto":
-        return needs_cpu_seq_lens if flag_applies else True
+        return needs_cpu_seq_lens
     if setting == "present":
         return True
     if setting == "absent":

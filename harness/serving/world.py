@@ -151,11 +151,10 @@ class World:
         self.needs_cpu_seq_lens = any(getattr(b, "needs_cpu_seq_lens", True) for b in backends)
         producer = "none" if cfg.mirror == "absent" else self.mode.mirror_producer
         self.producer = get_mirror_producer(producer)
-        self.want_mirror = resolve_want(
-            cfg.mirror, self.needs_cpu_seq_lens, self.producer.flag_applies
-        )
-        # Prefill batches: the host knows prompt lengths in every mode.
-        self.want_host_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens, False)
+        self.want_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens)
+        # Prefill batches: the host knows prompt lengths in every mode, but hands them over only
+        # when the backend asks for the mirror (seq_lens_cpu is None otherwise).
+        self.want_host_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens)
         self.relay = LengthRelay(self.pool.cfg.max_reqs, device) if spec is not None else None
         self.standin = StandInForward(cfg.forward_us, device)
         self.runners = self._make_runners()
@@ -257,10 +256,12 @@ class World:
                     self.scheduler.commit(plan)
         finally:
             set_step(outer_step)
-        # Stale-mirror checks run when findings are read, so they add no host time to a step.
-        self._pending.extend(
-            (n, rec, truth) for rec, truth in passes if rec.host_lens_used is not None
-        )
+        # Stale-mirror checks run when findings are read, so they add no host time to a step;
+        # host lengths a variant never reads (dropped) are no hazard.
+        if self.target_backend.policy.reads_replay_mirror:
+            self._pending.extend(
+                (n, rec, truth) for rec, truth in passes if rec.host_lens_used is not None
+            )
         out = [ForwardPass(r.forward_mode, r.path, r.batch_size, r.bucket) for r, _ in passes]
         return StepInfo(n, plan.kind, tuple(out))
 

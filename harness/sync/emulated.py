@@ -204,6 +204,11 @@ def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
         kind = classify_d2h(non_blocking, pinned.is_pinned(dst))
     else:
         kind = None
+    if isinstance(src, torch.Tensor) and not s_dev and src.device.type == "meta":
+        raise EmulationError(
+            "copy_ from a plain meta tensor: a value was made on the meta device directly "
+            "instead of through the emulated device, so it holds no data"
+        )
     host_dst = dst._elem if d_dev else dst
     host_dst.copy_(src._elem if s_dev else src)
     if kind is not None:
@@ -308,6 +313,15 @@ def _factory(func: Any, args: tuple, kwargs: dict) -> Any:
     return _map(_wrap, func(*args, **kw))
 
 
+def _setitem(func: Any, args: tuple, kwargs: dict) -> Any:
+    # `t[i] = 0` makes a scalar tensor on t's device; on `meta` it would hold no value, so
+    # hand over an emulated 0-dim tensor (a device-to-device copy, no sync, as on CUDA)
+    self, index, value = args
+    if isinstance(self, EmuTensor) and isinstance(value, (int, float, bool)):
+        value = EmuTensor(torch.tensor(value, dtype=self.dtype))
+    return func(self, index, value, **kwargs)
+
+
 def _where(func: Any, args: tuple, kwargs: dict) -> Any:
     # where(cond, x, scalar) wraps the scalar on the operands' device; on `meta` its value
     # would be lost, so hand it over as a host 0-dim tensor (allowed next to device tensors)
@@ -318,6 +332,7 @@ def _where(func: Any, args: tuple, kwargs: dict) -> Any:
 # by name: on a GPU machine the CUDA interceptors may have replaced these with wrappers
 _HANDLERS: dict[str, Callable[[Any, tuple, dict], Any]] = {
     "where": _where,
+    "__setitem__": _setitem,
     "to": _tensor_to,
     "cuda": _tensor_cuda,
     "tolist": _tolist,

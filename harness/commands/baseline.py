@@ -1,0 +1,24 @@
+"""`python -m harness baseline`: rewrite results/baselines/<scenario>.json deliberately."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli import command
+from harness.commands.gate import configure_common
+from harness.gate.run import chosen_scenarios, write_baselines
+from harness.runner.device import open_device
+
+
+@command(
+    "baseline",
+    help="rerun the count pass and rewrite the gate's baselines (review the diff, then commit)",
+    configure=configure_common,
+)
+def run(args: argparse.Namespace) -> int:
+    loaded = chosen_scenarios(args.scenarios)
+    with open_device(args.device) as dh:
+        write_baselines(
+            loaded, args.baselines, dh, show_progress=False if args.no_progress else None
+        )
+    return 0

@@ -1,0 +1,50 @@
+"""`python -m harness bench`: run a scenario, write a run folder, print the summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli import command
+from harness.results.summary import format_summary
+from harness.runner.bench import PASSES, run_bench
+from harness.runner.device import DEVICE_CHOICES, open_device
+from harness.scenario import load_scenario
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", required=True, help="NAME (scenarios/NAME.yaml) or PATH")
+    p.add_argument("--device", choices=DEVICE_CHOICES, default="auto", help="default: auto")
+    p.add_argument("--pass", dest="which", choices=PASSES, default="both", help="default: both")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key (dotted, YAML value), e.g. --set steps.count=4",
+    )
+    p.add_argument("--out", type=Path, default=Path("results/runs"), help="runs root folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@command(
+    "bench", help="run a scenario's count and time passes into a run folder", configure=_configure
+)
+def run(args: argparse.Namespace) -> int:
+    loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
+    with open_device(args.device) as dh:
+        print(
+            f"scenario {loaded.name} on device {dh.kind}"
+            + (" (emulated: host times only)" if dh.kind == "emu" else ""),
+            file=sys.stderr,
+        )
+        folder = run_bench(
+            loaded, dh, args.which, args.out, show_progress=False if args.no_progress else None
+        )
+    print(format_summary(folder.path))
+    failed = folder.meta.get("failed_cells", 0)
+    tail = f"; {failed} cell(s) failed, see outcomes.csv" if failed else ""
+    print(f"\nrun folder: {folder.path} (device {dh.kind}){tail}")
+    return 0

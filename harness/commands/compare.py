@@ -1,0 +1,23 @@
+"""`python -m harness compare RUN_A RUN_B`: counts and latency side by side."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli import command
+from harness.results.compare import compare_runs
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a", type=Path, help="run folder A (the reference)")
+    p.add_argument("run_b", type=Path, help="run folder B")
+    p.add_argument("--all", action="store_true", help="show unchanged rows too")
+
+
+@command(
+    "compare", help="side-by-side diff of two run folders' counts and latency", configure=_configure
+)
+def run(args: argparse.Namespace) -> int:
+    print(compare_runs(args.run_a, args.run_b, show_all=args.all))
+    return 0

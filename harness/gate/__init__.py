@@ -1,0 +1,1 @@
+"""The CI sync-count gate: baselines and the exact comparison."""

@@ -1,0 +1,1 @@
+"""Run folders: tidy tables, meta.json, the summary table and compare."""

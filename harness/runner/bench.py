@@ -1,0 +1,84 @@
+"""One benchmark run: a scenario's passes into a run folder, then the summary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from harness.results.meta import base_meta
+from harness.results.run_folder import RunFolder, new_run_id
+from harness.runner.cells import WorldBuilder, build_serving_world, cells
+from harness.runner.count_pass import PassRows, run_count_pass
+from harness.runner.device import DeviceHandle
+from harness.runner.time_pass import run_time_pass
+from harness.scenario import SCENARIO_DIR, LoadedScenario
+from harness.scenario.loader import display_path
+
+PASSES = ("count", "time", "both")
+TABLES = ("counts", "syncs", "latency", "outcomes", "findings")
+
+
+def reproduce_argv(loaded: LoadedScenario, device_kind: str, which: str) -> list[str]:
+    """A command line that reruns this run (device resolved, so `auto` cannot change it)."""
+    scenario = (
+        loaded.name
+        if loaded.path.resolve() == (SCENARIO_DIR / f"{loaded.name}.yaml").resolve()
+        else display_path(loaded.path)
+    )
+    argv = ["bench", "--scenario", scenario, "--device", device_kind, "--pass", which]
+    for o in loaded.overrides:
+        argv += ["--set", o]
+    return argv
+
+
+def run_bench(
+    loaded: LoadedScenario,
+    dh: DeviceHandle,
+    which: str = "both",
+    out_root: Path = Path("results/runs"),
+    builder: WorldBuilder = build_serving_world,
+    show_progress: bool | None = None,
+) -> RunFolder:
+    """Run the passes and write the run folder; it is marked complete only at the end."""
+    sc = loaded.scenario
+    run_id = new_run_id()
+    scenario_meta = {
+        "scenario": sc.name,
+        "scenario_file": display_path(loaded.path),
+        "scenario_sha256": loaded.file_sha256,
+        "overrides": loaded.overrides,
+        "config": loaded.effective(),
+        "seed": sc.seed,
+        "passes": ["count", "time"] if which == "both" else [which],
+        "cells": len(cells(sc)),
+        "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
+    }
+    argv = reproduce_argv(loaded, dh.kind, which)
+    meta = base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=run_id)
+    folder = RunFolder.create(out_root, sc.name, run_id, meta)
+    rows = PassRows()
+    t0 = time.perf_counter()
+    try:
+        if which in ("count", "both"):
+            rows.extend(run_count_pass(sc, dh.device, builder, show_progress))
+            folder.meta["count_pass_s"] = round(time.perf_counter() - t0, 3)
+            # written now: an interrupted time pass keeps them (the run stays incomplete)
+            folder.write_table("counts", rows.counts)
+            folder.write_table("syncs", rows.syncs)
+            folder.write_json("stacks.json", rows.stacks)
+            folder.write_meta()
+        if which in ("time", "both"):
+            t1 = time.perf_counter()
+            rows.extend(run_time_pass(sc, dh.device, dh.kind, builder, show_progress))
+            folder.meta["time_pass_s"] = round(time.perf_counter() - t1, 3)
+        for table in TABLES:
+            if which == "time" or table not in ("counts", "syncs"):
+                folder.write_table(table, getattr(rows, table))
+        if which == "time":
+            folder.write_json("stacks.json", rows.stacks)
+        failed = sum(1 for r in rows.outcomes if r[5] != "ok")
+        folder.finish(wall_s=round(time.perf_counter() - t0, 3), failed_cells=failed)
+    except BaseException as exc:  # KeyboardInterrupt included: leave it marked incomplete
+        folder.abandon(f"{type(exc).__name__}: {exc}")
+        raise
+    return folder

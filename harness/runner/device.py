@@ -1,0 +1,25 @@
+"""`--device auto|cuda|emu` for the runner's commands, on top of `harness.sync.use_device`:
+auto is CUDA when a GPU is present, else the emulated device; a bad choice is exit 2."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from harness.errors import InputError
+from harness.sync import DEVICE_KINDS, DeviceInfo, use_device
+from harness.sync.device import resolve_kind
+
+DEVICE_CHOICES = DEVICE_KINDS
+DeviceHandle = DeviceInfo  # kind ("cuda" | "emu"), device (for device tensors), name
+
+
+@contextmanager
+def open_device(requested: str) -> Iterator[DeviceHandle]:
+    """The device for a run (the emulated one stays active for the whole block)."""
+    try:
+        kind = resolve_kind(requested)
+    except ValueError as exc:  # e.g. cuda asked for on a machine without one
+        raise InputError(str(exc), key="--device") from exc
+    with use_device(kind) as info:
+        yield info

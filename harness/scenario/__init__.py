@@ -1,0 +1,21 @@
+"""Scenario files: schema, loading, `--set` overrides."""
+
+from harness.scenario.loader import (
+    SCENARIO_DIR,
+    LoadedScenario,
+    load_scenario,
+    parse_override,
+    scenario_names,
+)
+from harness.scenario.schema import Scenario, SpecConfig, StepsConfig
+
+__all__ = [
+    "SCENARIO_DIR",
+    "LoadedScenario",
+    "Scenario",
+    "SpecConfig",
+    "StepsConfig",
+    "load_scenario",
+    "parse_override",
+    "scenario_names",
+]

@@ -1,0 +1,130 @@
+"""Find, read, override (`--set dotted.key=value`) and validate a scenario file."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import InputError
+from harness.scenario.schema import (
+    Scenario,
+    Source,
+    check_consistency,
+    from_mapping,
+    schema_type_at,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_DIR = REPO_ROOT / "scenarios"
+
+
+@dataclass
+class LoadedScenario:
+    scenario: Scenario
+    path: Path
+    file_sha256: str  # of the file's bytes, as committed
+    overrides: list[str]  # the --set arguments, verbatim
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    def effective(self) -> dict[str, Any]:
+        """The validated configuration after overrides, as plain data (for meta.json)."""
+        return dataclasses.asdict(self.scenario)
+
+
+def display_path(path: Path) -> str:
+    """Relative to the working folder when inside it: shorter messages."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def scenario_names(folder: Path = SCENARIO_DIR) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def resolve_path(name_or_path: str, folder: Path = SCENARIO_DIR) -> Path:
+    """NAME -> scenarios/NAME.yaml; anything that looks like a path is taken as one."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise InputError("no such scenario file", file=name_or_path)
+        return p
+    candidate = folder / f"{name_or_path}.yaml"  # NAME, or a sub-folder's: sweeps/NAME
+    if not candidate.is_file():
+        import difflib
+
+        names = scenario_names(folder)
+        near = difflib.get_close_matches(name_or_path, names, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise InputError(
+            f"unknown scenario{hint}; known: {', '.join(names) or 'none'}",
+            file=str(candidate),
+        )
+    return candidate
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'a.b=value' -> ('a.b', YAML-parsed value), so lists and booleans read as in the file."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise InputError(f"expected dotted.key=value, got {text!r}", file="--set")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise InputError(
+            f"value is not valid YAML: {raw!r} ({exc})", file="--set", key=key
+        ) from exc
+    return key, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str], src: Source) -> dict[str, Any]:
+    """Set each dotted key in a copy of the raw mapping; unknown keys fail like the file's do."""
+    out = copy.deepcopy(raw)
+    for text in overrides:
+        key, value = parse_override(text)
+        schema_type_at(key, Source("--set"))
+        parts = key.split(".")
+        node = out
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                node[part] = nxt
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> LoadedScenario:
+    """Read, override and validate; raises InputError (exit 2) naming the file and key."""
+    overrides = list(overrides or [])
+    path = resolve_path(name_or_path)
+    data = path.read_bytes()
+    try:
+        raw = yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"not valid YAML{where}", file=display_path(path)) from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping at the top level", file=display_path(path))
+    src = Source(display_path(path), frozenset(parse_override(o)[0] for o in overrides))
+    merged = apply_overrides(raw, overrides, src)
+    sc = from_mapping(Scenario, merged, src)
+    if not sc.name:
+        sc.name = path.stem
+    sc = check_consistency(sc, src)
+    return LoadedScenario(sc, path, hashlib.sha256(data).hexdigest(), overrides)

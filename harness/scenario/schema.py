@@ -1,0 +1,290 @@
+"""The scenario schema: dataclasses whose field metadata says what a valid value is.
+
+One generic validator (`from_mapping`) walks these dataclasses, so a new key is one field with
+its constraints, never new parsing code. Errors are `InputError`s naming the file and the dotted
+key (exit 2, one line, nothing written).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from harness.errors import InputError
+
+MODELS = ("flash", "pro")
+SERVING_MODES = ("nonspec", "eagle", "specv2")
+MIRRORS = ("auto", "present", "absent")
+KERNEL_IMPLS = ("torch", "triton")
+DEFAULT_VARIANTS = ("before", "after", "dropped")
+
+
+def known_variants() -> tuple[str, ...]:
+    """Variant names from the backend's registry (the fixed three until it is importable)."""
+    try:
+        from harness.backend import variant_names
+
+        return tuple(variant_names())
+    except Exception:  # the backend may be absent or broken; the names are part of the contract
+        return DEFAULT_VARIANTS
+
+
+def _spec(
+    doc: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    choices_fn: Any = None,
+    min: float | None = None,
+    max: float | None = None,
+    nonempty: bool = False,
+) -> dict[str, Any]:
+    return {
+        "doc": doc,
+        "choices": choices,
+        "choices_fn": choices_fn,
+        "min": min,
+        "max": max,
+        "nonempty": nonempty,
+    }
+
+
+@dataclass
+class SpecConfig:
+    """EAGLE settings (serving modes eagle and specv2)."""
+
+    steps: int = field(default=3, metadata=_spec("draft steps per verify", min=1, max=16))
+    topk: int = field(default=1, metadata=_spec("draft top-k (only 1 is modelled)", min=1, max=1))
+    draft_tokens: int = field(default=4, metadata=_spec("tokens per verify", min=2, max=32))
+    accept_mean: float = field(
+        default=2.8, metadata=_spec("mean accept length (tokens per verify)", min=1.0, max=32.0)
+    )
+
+
+@dataclass
+class StepsConfig:
+    """How many scheduler steps each cell runs after warm-up and capture."""
+
+    warmup: int = field(default=2, metadata=_spec("unmeasured steps first", min=0, max=10_000))
+    count: int = field(default=16, metadata=_spec("measured steps, count pass", min=1, max=100_000))
+    time: int = field(default=200, metadata=_spec("measured steps, time pass", min=1, max=100_000))
+    # host times on the CPU say little, and 200 steps of every cell take minutes there
+    time_emu: int = field(
+        default=20,
+        metadata=_spec("measured steps, time pass on the emulated device", min=1, max=100_000),
+    )
+
+    def time_steps(self, device_kind: str) -> int:
+        return self.time if device_kind == "cuda" else self.time_emu
+
+
+@dataclass
+class Scenario:
+    """One scenario file. Lists (batch_sizes, variants, mirror) are sweeps: cells are their product."""
+
+    name: str = field(default="", metadata=_spec("scenario name (default: the file's stem)"))
+    description: str = field(default="", metadata=_spec("one line for humans"))
+    model: str = field(default="flash", metadata=_spec("model shape", choices=MODELS))
+    seed: int = field(default=0, metadata=_spec("seed of the scheduler", min=0, max=2**31 - 1))
+    serving_mode: str = field(
+        default="nonspec", metadata=_spec("how the mirror is produced", choices=SERVING_MODES)
+    )
+    batch_sizes: list[int] = field(
+        default_factory=lambda: [8],
+        metadata=_spec("batch sizes (a sweep)", min=1, max=4096, nonempty=True),
+    )
+    context_len: int = field(
+        default=4096, metadata=_spec("tokens per request at most", min=256, max=1_048_576)
+    )
+    prefill_every: int = field(
+        default=0, metadata=_spec("a prefill step every N steps (0: never)", min=0, max=1_000_000)
+    )
+    variants: list[str] = field(
+        default_factory=lambda: list(DEFAULT_VARIANTS),
+        metadata=_spec("backend variants to run", choices_fn=known_variants, nonempty=True),
+    )
+    mirror: list[str] = field(
+        default_factory=lambda: ["auto"],
+        metadata=_spec(
+            "host mirror: auto, or forced present/absent", choices=MIRRORS, nonempty=True
+        ),
+    )
+    cuda_graph: bool = field(default=True, metadata=_spec("replay CUDA graphs when a bucket fits"))
+    cuda_graph_max_bs: int | None = field(
+        default=None,
+        metadata=_spec(
+            "largest captured bucket (null: the bucket of each batch size)", min=1, max=4096
+        ),
+    )
+    prep_in_graph: bool = field(default=True, metadata=_spec("raw metadata on host, rest in graph"))
+    forward_us: float = field(
+        default=2000.0, metadata=_spec("stand-in forward duration, µs (GPU only)", min=0, max=1e7)
+    )
+    kernels: str = field(default="torch", metadata=_spec("metadata kernels", choices=KERNEL_IMPLS))
+    spec: SpecConfig | None = field(
+        default=None, metadata=_spec("EAGLE settings (eagle and specv2 only)")
+    )
+    steps: StepsConfig = field(default_factory=StepsConfig, metadata=_spec("step counts"))
+
+    @property
+    def is_spec(self) -> bool:
+        return self.serving_mode != "nonspec"
+
+
+# ---------------------------------------------------------------------------------------------
+# the generic validator
+
+
+def _type_name(tp: Any) -> str:
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    if tp in names:
+        return names[tp]
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0]).removeprefix('an ').removeprefix('a ')}s"
+    return str(tp)
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _fail(msg: str, src: Source, key: str) -> typing.NoReturn:
+    raise InputError(msg, file=src.label(key), key=key)
+
+
+@dataclass
+class Source:
+    """Where values came from: the file, and which dotted keys `--set` overrode."""
+
+    file: str
+    overridden: frozenset[str] = frozenset()
+
+    def label(self, key: str) -> str:
+        # a key under an overridden mapping (`--set spec={...}`) came from --set too
+        parts = key.split(".")
+        if any(".".join(parts[: i + 1]) in self.overridden for i in range(len(parts))):
+            return f"{self.file} (--set)"
+        return self.file
+
+
+def _check_scalar(value: Any, tp: Any, meta: dict[str, Any], src: Source, key: str) -> Any:
+    if tp is bool:
+        if not isinstance(value, bool):
+            _fail(f"expected true or false, got {value!r}", src, key)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(f"expected an integer, got {value!r}", src, key)
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(f"expected a number, got {value!r}", src, key)
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            _fail(f"expected a string, got {value!r}", src, key)
+        choices = meta.get("choices") or (meta["choices_fn"]() if meta.get("choices_fn") else None)
+        if choices is not None and value not in choices:
+            near = difflib.get_close_matches(value, choices, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            _fail(f"unknown value {value!r}{hint}; expected one of {', '.join(choices)}", src, key)
+        return value
+    lo, hi = meta.get("min"), meta.get("max")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        _fail(f"{value!r} out of range [{lo}, {hi}]", src, key)
+    return value
+
+
+def _check_value(value: Any, tp: Any, meta: dict[str, Any], src: Source, key: str) -> Any:
+    tp, optional = _unwrap_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        _fail(f"expected {_type_name(tp)}, got null", src, key)
+    if dataclasses.is_dataclass(tp):
+        return from_mapping(tp, value, src, prefix=f"{key}.")
+    if typing.get_origin(tp) is list:
+        item_tp = typing.get_args(tp)[0]
+        items = value if isinstance(value, list) else [value]  # a scalar is a one-item sweep
+        if meta.get("nonempty") and not items:
+            _fail("must not be empty", src, key)
+        out = [_check_scalar(v, item_tp, meta, src, key) for v in items]
+        if len(set(out)) != len(out):
+            _fail(f"duplicate entries in {out!r}", src, key)
+        return out
+    return _check_scalar(value, tp, meta, src, key)
+
+
+def field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def unknown_key(key: str, known: list[str], src: Source, prefix: str) -> typing.NoReturn:
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {prefix + near[0]!r}?)" if near else ""
+    _fail(f"unknown key{hint}; known keys: {', '.join(known)}", src, prefix + key)
+
+
+def from_mapping(cls: type, raw: Any, src: Source, prefix: str = "") -> Any:
+    """Build dataclass `cls` from a parsed YAML mapping, validating every key."""
+    key_name = prefix.rstrip(".") or "(top level)"
+    if not isinstance(raw, dict):
+        _fail(f"expected a mapping, got {type(raw).__name__}", src, key_name)
+    hints = typing.get_type_hints(cls)
+    known = field_names(cls)
+    for k in raw:
+        if not isinstance(k, str) or k not in known:
+            unknown_key(str(k), known, src, prefix)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in raw:
+            kwargs[f.name] = _check_value(
+                raw[f.name], hints[f.name], f.metadata, src, prefix + f.name
+            )
+    return cls(**kwargs)
+
+
+def schema_type_at(dotted: str, src: Source) -> Any:
+    """The declared type at a dotted key, failing (with did-you-mean) on an unknown one."""
+    cls: Any = Scenario
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        prefix = ".".join(parts[:i]) + ("." if i else "")
+        if not dataclasses.is_dataclass(cls):
+            _fail("not a mapping; cannot set a sub-key", src, prefix.rstrip("."))
+        if part not in field_names(cls):
+            unknown_key(part, field_names(cls), src, prefix)
+        cls, _ = _unwrap_optional(typing.get_type_hints(cls)[part])
+    return cls
+
+
+def check_consistency(sc: Scenario, src: Source) -> Scenario:
+    """Rules that involve several keys."""
+    if sc.serving_mode == "nonspec" and sc.spec is not None:
+        _fail("only for serving_mode eagle or specv2", src, "spec")
+    if sc.is_spec and sc.spec is None:
+        sc.spec = SpecConfig()
+    if sc.spec is not None and sc.spec.draft_tokens != sc.spec.steps + sc.spec.topk:
+        # chain drafting (topk 1): one draft token per step plus the verified one
+        _fail(
+            f"{sc.spec.draft_tokens} must be spec.steps + 1 ({sc.spec.steps + 1}) with topk 1",
+            src,
+            "spec.draft_tokens",
+        )
+    if sc.spec is not None and sc.spec.accept_mean > sc.spec.draft_tokens:
+        _fail(
+            f"{sc.spec.accept_mean} exceeds draft_tokens ({sc.spec.draft_tokens})",
+            src,
+            "spec.accept_mean",
+        )
+    return sc

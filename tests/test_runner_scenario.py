@@ -1,0 +1,89 @@
+"""Scenario schema: the committed files validate; bad input is exit 2, one line, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+from harness.errors import InputError
+from harness.scenario import load_scenario, scenario_names
+
+
+def test_committed_scenarios_validate():
+    names = scenario_names()
+    assert {"nonspec", "eagle", "specv2_mirror"} <= set(names)
+    for name in names:
+        sc = load_scenario(name).scenario
+        assert sc.name == name
+        assert sc.cuda_graph_max_bs is not None
+        assert max(sc.batch_sizes) > sc.cuda_graph_max_bs, "a batch above the largest bucket"
+    assert load_scenario("eagle").scenario.spec.draft_tokens == 4
+    assert load_scenario("nonspec").scenario.spec is None
+
+
+@pytest.mark.parametrize(
+    ("override", "expect"),
+    [
+        ("steps.coutn=3", "did you mean 'steps.count'"),
+        ("modle=pro", "did you mean 'model'"),
+        ("mirror=abset", "did you mean 'absent'"),
+        ("variants=[befor, after]", "did you mean 'before'"),
+        ("batch_sizes=[0]", "out of range"),
+        ("context_len=abc", "expected an integer"),
+        ("cuda_graph=3", "expected true or false"),
+        ("spec.topk=2", "out of range"),
+        ("steps={count: x}", "steps.count"),
+        ("spec.accept_mean=9", "exceeds draft_tokens"),
+        ("nokey", "expected dotted.key=value"),
+    ],
+)
+def test_bad_override_names_key(override, expect):
+    with pytest.raises(InputError) as ei:
+        load_scenario("eagle", [override])
+    assert expect in str(ei.value)
+    assert "\n" not in str(ei.value)
+
+
+def test_overrides_apply():
+    sc = load_scenario(
+        "nonspec", ["steps.count=3", "batch_sizes=4", "mirror=[present, absent]"]
+    ).scenario
+    assert sc.steps.count == 3 and sc.batch_sizes == [4] and sc.mirror == ["present", "absent"]
+
+
+def test_spec_on_nonspec_rejected():
+    with pytest.raises(InputError, match="spec"):
+        load_scenario("nonspec", ["spec.steps=2"])
+
+
+def test_bad_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: flash\nbatch_size: [4]\n")
+    with pytest.raises(InputError) as ei:
+        load_scenario(str(bad))
+    msg = str(ei.value)
+    assert "bad.yaml" in msg and "batch_size" in msg and "did you mean 'batch_sizes'" in msg
+
+
+def test_cli_exit_2_nothing_written(tmp_path, capsys):
+    out = tmp_path / "runs"
+    rc = main(
+        [
+            "bench",
+            "--scenario",
+            "nonspec",
+            "--device",
+            "emu",
+            "--out",
+            str(out),
+            "--set",
+            "variants=[befor]",
+        ]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "nonspec.yaml" in err and "variants" in err
+    assert not out.exists()
+    rc = main(["bench", "--scenario", "nonspek", "--device", "emu", "--out", str(out)])
+    assert rc == 2 and "did you mean 'nonspec'" in capsys.readouterr().err
+    assert not out.exists()
