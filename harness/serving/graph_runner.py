@@ -36,7 +36,7 @@ from harness.serving.buckets import (
     pad_rows,
     pick_bucket,
 )
-from harness.sync import region, tags
+from harness.sync import is_emulated, region, tags
 
 _GRAPH_POOLS: dict[str, Any] = {}  # one memory pool per CUDA device, shared by all runners
 
@@ -152,6 +152,11 @@ class GraphRunner:
                     for _ in range(2):  # warm-up, as upstream
                         body()
                     self._after_warmup()
+                    # entering torch.cuda.graph synchronizes and empties the allocator cache:
+                    # make the same two calls so capture counts match a GPU's
+                    if is_emulated(self.device):
+                        torch.cuda.synchronize()
+                        torch.cuda.empty_cache()
                     self.graphs[bs] = body
 
     def _after_warmup(self) -> None:

@@ -25,7 +25,7 @@ from harness.serving.modes import SERVING_MODES, get_serving_mode
 from harness.serving.pool import PoolConfig, ReqToTokenPool
 from harness.serving.scheduler import Scheduler, SchedulerConfig
 from harness.serving.standin import StandInForward
-from harness.sync import current_step, region, set_step, tags
+from harness.sync import current_step, is_emulated, region, set_step, tags
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,10 @@ class World:
         if self.cfg.cuda_graph:
             for runner in self.runners.values():
                 runner.capture()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        # drained once on every device (the emulated synchronize is recorded too), so that
+        # set-up counts are the same on CUDA and on the emulated device
+        if self.device.type == "cuda" or is_emulated(self.device):
+            torch.cuda.synchronize(self.device if self.device.type == "cuda" else None)
         self._ready = True
 
     def describe(self) -> dict:

@@ -93,7 +93,13 @@ PATTERNS: list[Pattern] = [
     Pattern("event_synchronize", lambda t, dev: _event_sync(), {EXPLICIT: 1}),
     Pattern("cumsum", lambda t, dev: t["d"].cumsum(0), {}),
     Pattern("setitem_scalar", lambda t, dev: t["d"].__setitem__(slice(0, 2), 0), {}),
-    Pattern("setitem_bool_mask", lambda t, dev: t["d"].__setitem__(t["d"] > 3, 0), {D2H: 1}),
+    # a scalar through a boolean mask is a masked_fill on CUDA: no wait
+    Pattern("setitem_bool_mask_scalar", lambda t, dev: t["d"].__setitem__(t["d"] > 3, 0), {}),
+    Pattern(
+        "setitem_bool_mask_tensor",
+        lambda t, dev: t["d"].__setitem__(t["d"] > 3, t["repeats"][:5]),
+        {D2H: 1},
+    ),
     Pattern("max_unread", lambda t, dev: t["d"].max(), {}),
     Pattern("pinned_list_to_device", lambda t, dev: _pinned_list(dev), {}),
 ]

@@ -95,6 +95,22 @@ def _bool_index(indices: Any) -> bool:
     )
 
 
+def _index_put_waits(a: tuple, k: dict) -> bool:
+    indices = a[1] if len(a) > 1 else k.get("indices")
+    value = a[2] if len(a) > 2 else k.get("values")
+    accumulate = bool(a[3] if len(a) > 3 else k.get("accumulate", False))
+    # `t[mask] = scalar` takes index_put's masked_fill fast path: no nonzero, no wait
+    # (zero runtime syncs under the profiler on an H200, torch 2.11)
+    if (
+        not accumulate
+        and len(indices or ()) == 1
+        and isinstance(value, torch.Tensor)
+        and value.numel() == 1
+    ):
+        return False
+    return _bool_index(indices)
+
+
 # op -> how many times this call makes the host wait for the device (0: it does not)
 _D2H_RULES: dict[Any, Callable[[tuple, dict], int]] = {
     aten._local_scalar_dense.default: lambda a, k: True,
@@ -110,8 +126,8 @@ _D2H_RULES: dict[Any, Callable[[tuple, dict], int]] = {
     # (two cudaStreamSynchronize calls seen under the profiler on an H200, torch 2.11)
     aten.repeat_interleave.Tensor: lambda a, k: 2 if k.get("output_size") is None else 0,
     aten.index.Tensor: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
-    aten.index_put_.default: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
-    aten.index_put.default: lambda a, k: _bool_index(a[1] if len(a) > 1 else k.get("indices")),
+    aten.index_put_.default: lambda a, k: _index_put_waits(a, k),
+    aten.index_put.default: lambda a, k: _index_put_waits(a, k),
 }
 
 # ops that may legitimately take host tensors next to device tensors

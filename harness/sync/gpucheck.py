@@ -53,7 +53,9 @@ def _check_catalogue(dev: torch.device, use_profiler: bool) -> list[dict[str, ob
         if use_profiler:
             from harness.sync.profiler_check import count_runtime_syncs
 
-            def body(p: catalogue.Pattern = p, inputs: dict = inputs) -> None:
+            fresh = catalogue.make_inputs(dev)
+
+            def body(p: catalogue.Pattern = p, inputs: dict = fresh) -> None:
                 with region(f"check/{p.name}"):
                     p.body(inputs, dev)
 
@@ -146,29 +148,57 @@ def _sync_debug_warn() -> Iterator[None]:
         warnings.showwarning = saved
 
 
-def _overhead(dev: torch.device, n: int) -> list[dict[str, object]]:
+@contextlib.contextmanager
+def _profiling(post_ns: list[int]) -> Iterator[None]:
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        yield
+    t0 = time.perf_counter_ns()
+    prof.key_averages()
+    post_ns.append(time.perf_counter_ns() - t0)
+
+
+def _overhead(dev: torch.device, n: int, rounds: int = 6) -> list[dict[str, object]]:
+    """Configurations interleaved round by round, so drift (clocks, caches) hits all alike."""
     step = metadata_step(dev)
-    rows: list[dict[str, object]] = []
-
-    def add(config: str, samples: list[int], unit: str = "ns") -> None:
-        rows.extend(
-            {"config": config, "sample": i, "value": v, "unit": unit} for i, v in enumerate(samples)
-        )
-
-    add("plain", _time_steps(step, _null_mark, dev, n))
-    add("regions", _time_steps(step, region, dev, n))
-    with SyncLedger():
-        add("ledger", _time_steps(step, region, dev, n))
+    post_ns: list[int] = []
+    configs: list[
+        tuple[str, Callable[[], contextlib.AbstractContextManager[object]], Callable[[str], object]]
+    ] = [
+        ("plain", contextlib.nullcontext, _null_mark),
+        ("regions", contextlib.nullcontext, region),
+        ("ledger", SyncLedger, region),
+    ]
     if dev.type == "cuda":
-        with _sync_debug_warn():
-            add("sync_debug_warn", _time_steps(step, _null_mark, dev, n))
-        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=acts) as prof:
-            add("profiler_loop", _time_steps(step, region, dev, n))
-        t0 = time.perf_counter_ns()
-        prof.key_averages()
-        add("profiler_postprocess_per_step", [(time.perf_counter_ns() - t0) // (n + 10)])
-    add("region_enter_exit", _region_cost())
+        configs += [
+            ("sync_debug_warn", _sync_debug_warn, _null_mark),
+            ("profiler_loop", lambda: _profiling(post_ns), region),
+        ]
+    samples: dict[str, list[int]] = {name: [] for name, _, _ in configs}
+    per_round = max(1, n // rounds)
+    for r in range(rounds):
+        for name, ctx, mark in configs[r % len(configs) :] + configs[: r % len(configs)]:
+            with ctx():
+                samples[name] += _time_steps(step, mark, dev, per_round)
+    rows: list[dict[str, object]] = []
+    for name, values in samples.items():
+        rows.extend(
+            {"config": name, "sample": i, "value": v, "unit": "ns"} for i, v in enumerate(values)
+        )
+    steps_per_profile = per_round + 10  # _time_steps warms up 10 steps
+    rows.extend(
+        {
+            "config": "profiler_postprocess_per_step",
+            "sample": i,
+            "value": v // steps_per_profile,
+            "unit": "ns",
+        }
+        for i, v in enumerate(post_ns)
+    )
+    rows.extend(
+        {"config": "region_enter_exit", "sample": i, "value": v, "unit": "ns"}
+        for i, v in enumerate(_region_cost())
+    )
     return rows
 
 

@@ -119,7 +119,9 @@ def _wrap_to(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not STATE.ledgers or STATE.suppress:
             return fn(self, *args, **kwargs)
         device, _dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-        kind = None if device is None else _transfer_kind(self, device, non_blocking, None)
+        if device is None or "cuda" not in (self.device.type, device.type):
+            return fn(self, *args, **kwargs)  # no real GPU involved (e.g. the emulated device)
+        kind = _transfer_kind(self, device, non_blocking, None)
         return _run_transfer(kind, "to", self.nbytes, fn, self, *args, **kwargs)
 
     return to
@@ -149,7 +151,12 @@ def _wrap_cuda(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def copy_(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> Any:
-        if not STATE.ledgers or STATE.suppress or not isinstance(src, torch.Tensor):
+        if (
+            not STATE.ledgers
+            or STATE.suppress
+            or not isinstance(src, torch.Tensor)
+            or "cuda" not in (self.device.type, src.device.type)
+        ):
             return fn(self, src, non_blocking)
         pinned = self.is_pinned() if self.device.type == "cpu" else None
         kind = _transfer_kind(src, self.device, non_blocking, pinned)
