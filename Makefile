@@ -81,6 +81,7 @@ kernels-gpu: $(SETUP)
 metadata-bench: $(SETUP)
 	mkdir -p $(GPU_OUT)
 	$(PY) -m pytest benchmarks/test_metadata_bench.py -q --benchmark-only \
+		--benchmark-max-time=0.2 --benchmark-min-rounds=30 \
 		--benchmark-json=$(GPU_OUT)/metadata_bench.json $(ARGS)
 
 clean:

@@ -74,7 +74,7 @@ def plot_latency_ecdf(latency: pd.DataFrame, label: str = "", emulated: bool = F
         handles,
         names,
         loc="outside lower center",
-        ncols=len(names),
+        ncols=min(len(names), 3),  # wider rows run off the figure with mirror sweeps
         fontsize=8,
         title="variant (n = steps per variant, in each title)",
     )
