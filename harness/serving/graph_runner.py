@@ -22,6 +22,7 @@ Every pass reports the host lengths the backend was given so the world can flag 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,15 +38,6 @@ from harness.serving.buckets import (
     pick_bucket,
 )
 from harness.sync import is_emulated, region, tags
-
-_GRAPH_POOLS: dict[str, Any] = {}  # one memory pool per CUDA device, shared by all runners
-
-
-def _graph_pool(device: torch.device) -> Any:
-    key = str(device)
-    if key not in _GRAPH_POOLS:
-        _GRAPH_POOLS[key] = torch.cuda.graph_pool_handle()
-    return _GRAPH_POOLS[key]
 
 
 @dataclass
@@ -95,6 +87,7 @@ class GraphRunner:
         self.spec = spec
         self.mirror_when_absent = mirror_when_absent
         self.real_graphs = device.type == "cuda"
+        self._pool: Any = None
         self.graphs: dict[int, Any] = {}
         self._static: dict[int, ForwardBatch] = {}
         max_bs = max(self.buckets) if self.buckets else 0
@@ -172,9 +165,19 @@ class GraphRunner:
                 body()
         torch.cuda.current_stream(self.device).wait_stream(side)
         self._after_warmup()
+        if self._pool is None:  # one pool for this runner's buckets, as upstream shares one
+            self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=_graph_pool(self.device)):
-            body()
+        # Graphs of earlier worlds (a sweep builds many) must not be freed by the garbage
+        # collector in the middle of a capture: that invalidates it, and a failed capture
+        # leaves its memory pool recording, which breaks every later capture in the process.
+        gc.collect()
+        gc.disable()
+        try:
+            with torch.cuda.graph(graph, pool=self._pool):
+                body()
+        finally:
+            gc.enable()
         return graph
 
     # ---- run ------------------------------------------------------------------------------
