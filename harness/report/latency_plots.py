@@ -12,6 +12,7 @@ from harness.report import tables
 from harness.report.style import (
     METRIC_COLORS,
     METRIC_NAMES,
+    batch_size_ticks,
     empty,
     maybe_log,
     new_figure,
@@ -179,7 +180,7 @@ def plot_latency_vs_batch(latency: pd.DataFrame, label: str = "", emulated: bool
             )
         if logx:
             ax.set_xscale("log", base=2)
-        ax.set_xticks(sizes, [str(int(b)) for b in sizes])
+        batch_size_ticks(ax, sizes)
         ax.minorticks_off()
         maybe_log(ax, d["t"])
         ax.set_xlabel("batch size (requests)")

@@ -99,3 +99,16 @@ def shared_legend_entries(axes) -> tuple[list, list[str]]:
         for handle, name in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(name, handle)
     return list(seen.values()), list(seen)
+
+
+def batch_size_ticks(ax, sizes, labels=None) -> None:
+    """Batch sizes as x ticks; on a log axis close neighbours (256, 300) would overprint, so
+    a label closer than 25% to the previous one drops to a second line."""
+    labels = labels or [str(int(b)) for b in sizes]
+    shown, prev, lowered = [], None, False
+    for b, text in zip(sizes, labels):
+        close = prev is not None and ax.get_xscale() == "log" and b < prev * 1.25
+        lowered = close and not lowered
+        shown.append("\n" + text if lowered else text)
+        prev = b
+    ax.set_xticks(list(sizes), shown)

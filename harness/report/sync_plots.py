@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from harness.report import tables
 from harness.report.style import (
+    batch_size_ticks,
     empty,
     new_figure,
     panel_width,
@@ -138,7 +139,7 @@ def plot_syncs_vs_batch(counts: pd.DataFrame, label: str = "") -> Figure:
         # tick itself, where the reader looks when a line jumps.
         eager_here = set(eager.get(s, []))
         ticks = [f"{int(b)}\n(eager)" if b in eager_here else str(int(b)) for b in sizes]
-        ax.set_xticks(sizes, ticks)
+        batch_size_ticks(ax, sizes, ticks)
         ax.minorticks_off()
         ax.set_ylim(bottom=0)
         ax.set_xlabel("batch size (requests)")
