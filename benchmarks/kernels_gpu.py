@@ -107,19 +107,6 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _driver_version() -> str | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
-
-
 def machine_meta(torch, device, args) -> dict:
     import triton
 
@@ -140,10 +127,12 @@ def machine_meta(torch, device, args) -> dict:
         "seed": args.seed,
     }
     if device.type == "cuda":
+        from harness.results.meta import nvidia_driver  # the benchmark may use the harness
+
         props = torch.cuda.get_device_properties(device)
         meta.update(
             gpu_name=props.name,
-            driver=_driver_version(),
+            driver=nvidia_driver(),
             sm_count=props.multi_processor_count,
             l2_bytes=getattr(props, "L2_cache_size", None),
             gpu_mem_bytes=props.total_memory,

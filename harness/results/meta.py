@@ -57,7 +57,8 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def _nvidia_driver() -> str | None:
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver version from nvidia-smi, or None where there is none."""
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -83,7 +84,7 @@ def device_info(device_kind: str) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         info.update(
             gpu_name=props.name,
-            gpu_driver=_nvidia_driver(),
+            gpu_driver=nvidia_driver(),
             gpu_memory_gib=round(props.total_memory / 2**30, 1),
             gpu_sm_count=props.multi_processor_count,
         )
