@@ -171,3 +171,12 @@ def test_marker_fails_over_budget(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*1 host-device syncs, budget 0*", "*d2h_read item*"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_mixing_emulated_and_real_cuda_tensors_is_an_error() -> None:
+    real = torch.arange(3, device="cuda")
+    with emulated_device() as dev:
+        emu = torch.arange(3, device=dev)
+        with pytest.raises(EmulationError, match="real CUDA"):
+            _ = emu + real

@@ -26,7 +26,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     # one row per sync event
     "syncs": (*ROW_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
     # one row per raw sample: metric host | device | e2e; device: cuda | emu
-    "latency": (*ROW_KEYS, "device", "metric", "value", "unit"),
+    # start_us: where the sample began, in µs after the start of its step (0 for whole steps)
+    "latency": (*ROW_KEYS, "device", "metric", "value", "unit", "start_us"),
     # one row per (cell, pass): ok, or the failure and where it was raised
     "outcomes": (
         *CELL_KEYS,

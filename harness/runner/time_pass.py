@@ -72,6 +72,7 @@ def run_cell_time(
                 "host",
                 setup_us,
                 "us",
+                0.0,
             )
         )
         for i in range(sc.steps.warmup):
@@ -80,7 +81,7 @@ def run_cell_time(
             world.step()
             warm_us = (time.perf_counter_ns() - t0) / 1e3
             it = (*cell_key, i, NO_TAG, "warmup", ITERATION_REGION)
-            rows.latency.append((*it, device_kind, "host", warm_us, "us"))
+            rows.latency.append((*it, device_kind, "host", warm_us, "us", 0.0))
             done += 1
             if progress is not None:
                 progress.advance()
@@ -111,14 +112,15 @@ def run_cell_time(
                 for region, _step, tags, a, b in samples:
                     path = _tag(tags, "path") or step_path
                     key = (*cell_key, step, _tag(tags, "forward_mode"), path, region)
-                    rows.latency.append((*key, device_kind, "host", (b - a) / 1e3, "us"))
+                    start_us = (a - t0) / 1e3  # where the region began inside its step
+                    rows.latency.append((*key, device_kind, "host", (b - a) / 1e3, "us", start_us))
                 it = (*cell_key, step, NO_TAG, step_path, ITERATION_REGION)
-                rows.latency.append((*it, device_kind, "host", (t1 - t0) / 1e3, "us"))
+                rows.latency.append((*it, device_kind, "host", (t1 - t0) / 1e3, "us", 0.0))
                 if on_cuda:
                     rows.latency.append(
-                        (*it, device_kind, "device", ev0.elapsed_time(ev1) * 1e3, "us")
+                        (*it, device_kind, "device", ev0.elapsed_time(ev1) * 1e3, "us", 0.0)
                     )
-                    rows.latency.append((*it, device_kind, "e2e", (t2 - t0) / 1e3, "us"))
+                    rows.latency.append((*it, device_kind, "e2e", (t2 - t0) / 1e3, "us", 0.0))
                 done += 1
                 if progress is not None:
                     progress.advance()
