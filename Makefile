@@ -72,8 +72,8 @@ notebooks: $(SETUP)
 # emulated device. Each writes its tables under $(GPU_OUT).
 gpu-check: $(SETUP)
 	$(PY) -m harness.sync.gpucheck --out $(GPU_OUT)/sync $(ARGS)
-	$(PY) -m harness.backend.gpucheck --out $(GPU_OUT)/backend
-	$(PY) -m harness.serving.gpucheck --out $(GPU_OUT)/serving
+	$(PY) -m harness.checks.backend_gpu --out $(GPU_OUT)/backend
+	$(PY) -m harness.checks.serving_gpu --out $(GPU_OUT)/serving
 
 kernels-gpu: $(SETUP)
 	$(PY) benchmarks/kernels_gpu.py --out $(GPU_OUT)/kernels $(ARGS)

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
-from harness.backend.cases import (
+from harness.backend.oracle import full_metadata
+from harness.checks.backend_cases import (
     CaseSpec,
     build_pool,
     make_case_batch,
@@ -18,7 +19,6 @@ from harness.backend.cases import (
     out_locations,
     reserve_for,
 )
-from harness.backend.oracle import full_metadata
 from harness.serving.batch import ForwardMode as M
 from harness.serving.batch import SpecInfo, make_batch
 from harness.sync import emulated_device

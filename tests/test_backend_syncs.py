@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
-from harness.backend.cases import CaseSpec, build_pool, make_case_batch, reserve_for
+from harness.checks.backend_cases import CaseSpec, build_pool, make_case_batch, reserve_for
 from harness.serving.batch import ForwardMode as M
 from harness.serving.batch import SpecInfo, make_batch
 from harness.sync import SyncLedger, emulated_device, region, set_step

@@ -177,7 +177,7 @@ def test_stale_mirror_finding(mode: str) -> None:
 
 def test_gpucheck_logic_on_cpu() -> None:
     """The GPU check's comparison, run with the plain CPU device standing in for CUDA."""
-    from harness.serving import gpucheck
+    from harness.checks import serving_gpu as gpucheck
 
     assert gpucheck.buckets_used(False, [8, 64, 300]) == [8, 48, 56, 64, 256]
     assert gpucheck.buckets_used(True, [4, 32, 300]) == [3, 4, 24, 26, 28, 30, 32, 256]

@@ -2,7 +2,7 @@
 device == the per-token oracle, for every forward mode and path; sync counts by region on
 CUDA == on the emulated device.
 
-    python -m harness.backend.gpucheck --out DIR [--kernels torch,triton] [--quick]
+    python -m harness.checks.backend_gpu --out DIR [--kernels torch,triton] [--quick]
 
 Writes DIR/gpucheck.json and DIR/gpucheck.txt, prints the table; exit 0 when everything
 matches, 1 otherwise. Without a GPU it compares plain CPU against the emulated device (a
@@ -28,7 +28,10 @@ import torch
 
 import kernels as kernel_lib
 from harness.backend.backend import DeepseekV4AttnBackend
-from harness.backend.cases import (
+from harness.backend.config import BackendConfig
+from harness.backend.multistep import MultiStepDraftBackend
+from harness.backend.oracle import full_metadata
+from harness.checks.backend_cases import (
     CaseSpec,
     build_pool,
     make_case_batch,
@@ -36,9 +39,6 @@ from harness.backend.cases import (
     oracle_case,
     reserve_for,
 )
-from harness.backend.config import BackendConfig
-from harness.backend.multistep import MultiStepDraftBackend
-from harness.backend.oracle import full_metadata
 from harness.serving.batch import ForwardMode as M
 from harness.serving.batch import SpecInfo
 from harness.sync import SyncLedger, emulated_device, region
@@ -176,7 +176,7 @@ def _checks(kernels: list[str], quick: bool) -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.backend.gpucheck", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m harness.checks.backend_gpu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for gpucheck.json/.txt")
     ap.add_argument("--kernels", default="torch,triton", help="ops implementations to check")
     ap.add_argument("--quick", action="store_true", help="Flash only, fewer seeds")

@@ -1,7 +1,7 @@
 """GPU check: real CUDA-graph capture and replay for every bucket the default scenarios use, and
 the metadata after replay compared with the emulated device's result for the same seeded batch.
 
-    python -m harness.serving.gpucheck --out DIR [--model flash] [--quick]
+    python -m harness.checks.serving_gpu --out DIR [--model flash] [--quick]
 
 Per bucket b (and per pass: DECODE, TARGET_VERIFY, draft DECODE) a world is built on CUDA with
 only b captured and a batch of b - 1 requests (so padding is exercised), one step runs, and the
@@ -156,7 +156,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.serving.gpucheck", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m harness.checks.serving_gpu", description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--model", default="flash", choices=["flash", "pro"])
     ap.add_argument("--seed", type=int, default=1234)
