@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.backend.metadata import COMPRESS_FIELDS, CORE_FIELDS
 from harness.serving.batch import ForwardMode
 
 PAGE = 256
@@ -105,7 +106,7 @@ def full_metadata(case: OracleCase) -> dict[str, list]:
             sched[sched[0][1]] = [t, raw]
     m["indexer_topk_schedule"] = sched
     if not case.compress:
-        for k in _COMPRESS:
+        for k in COMPRESS_FIELDS:
             del m[k]
     if case.mode.is_prefill():
         for ratio in (4, 128):
@@ -118,27 +119,5 @@ def full_metadata(case: OracleCase) -> dict[str, list]:
     return m
 
 
-_CORE = (
-    "token_req",
-    "token_pool_idx",
-    "seq_lens_casual",
-    "positions_casual",
-    "page_table",
-    "swa_page_indices",
-    "swa_topk_lengths",
-    "swa_out_cache_loc",
-    "raw_out_loc",
-)
-_COMPRESS = (
-    "c4_out_loc",
-    "c4_topk_lengths_raw",
-    "c4_topk_lengths_clamp1",
-    "c128_out_loc",
-    "c128_topk_lengths_raw",
-    "c128_topk_lengths_clamp1",
-    "c128_page_indices",
-    "c4_sparse_topk_lengths",
-    "c4_sparse_page_indices",
-    "indexer_topk_schedule",
-)
-_FIELDS = _CORE + _COMPRESS
+# the names only are shared with the backend; every value here is computed independently
+_FIELDS = CORE_FIELDS + COMPRESS_FIELDS
