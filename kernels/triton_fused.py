@@ -11,6 +11,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels.triton_kernels import schedule_finish
+
 
 @triton.jit
 def _token_len(seq_ptr, k, bs, per_req, base_off):
@@ -54,13 +56,7 @@ def _schedule(
         tl.store(out_ptr + dest * 2, k.to(tl.int32), mask=flag == 1)
         tl.store(out_ptr + dest * 2 + 1, raw, mask=flag == 1)
         count += tl.sum(flag, axis=0)
-    for start in range(0, n, BLOCK):
-        rr = (start + 1 + tl.arange(0, BLOCK)).to(tl.int64)
-        rest = (rr > count) & (rr <= n)
-        tl.store(out_ptr + rr * 2, tl.full((BLOCK,), -1, tl.int32), mask=rest)
-        tl.store(out_ptr + rr * 2 + 1, tl.zeros((BLOCK,), tl.int32), mask=rest)
-    tl.store(out_ptr, threshold)
-    tl.store(out_ptr + 1, count)
+    schedule_finish(out_ptr, count, n, threshold, BLOCK)
 
 
 @triton.jit(
@@ -174,7 +170,3 @@ def upgrade_kernel(
             tl.store(
                 sp_idx_out + row * TOPK_W + s, tl.full((BLOCK_S,), -1, tl.int32), mask=s < TOPK_W
             )
-
-
-def next_pow2(x: int) -> int:
-    return triton.next_power_of_2(max(int(x), 1))

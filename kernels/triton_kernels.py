@@ -153,6 +153,19 @@ def sparse_kernel(c1_ptr, len_out_ptr, idx_ptr, width, TOPK: tl.constexpr, BLOCK
         tl.store(len_out_ptr + row, tl.minimum(c1, TOPK).to(tl.int32))
 
 
+@triton.jit
+def schedule_finish(out_ptr, count, n, threshold, BLOCK: tl.constexpr):
+    """Top-k schedule tail: rows after the `count` flagged tokens are (-1, 0); row 0 is the
+    header (threshold, count). Shared by the standalone and the fused kernel."""
+    for start in range(0, n, BLOCK):
+        r = (start + 1 + tl.arange(0, BLOCK)).to(tl.int64)
+        rest = (r > count) & (r <= n)
+        tl.store(out_ptr + r * 2, tl.full((BLOCK,), -1, tl.int32), mask=rest)
+        tl.store(out_ptr + r * 2 + 1, tl.zeros((BLOCK,), tl.int32), mask=rest)
+    tl.store(out_ptr, threshold)
+    tl.store(out_ptr + 1, count)
+
+
 @triton.jit(do_not_specialize=["n", "threshold"])
 def schedule_kernel(raw_ptr, out_ptr, n, threshold, BLOCK: tl.constexpr):
     # one program: stable compaction of tokens with raw c4 length > threshold
@@ -166,13 +179,7 @@ def schedule_kernel(raw_ptr, out_ptr, n, threshold, BLOCK: tl.constexpr):
         tl.store(out_ptr + dest * 2, k.to(tl.int32), mask=flag == 1)
         tl.store(out_ptr + dest * 2 + 1, ln, mask=flag == 1)
         count += tl.sum(flag, axis=0)
-    for start in range(0, n, BLOCK):
-        r = (start + 1 + tl.arange(0, BLOCK)).to(tl.int64)
-        rest = (r > count) & (r <= n)
-        tl.store(out_ptr + r * 2, tl.full((BLOCK,), -1, tl.int32), mask=rest)
-        tl.store(out_ptr + r * 2 + 1, tl.zeros((BLOCK,), tl.int32), mask=rest)
-    tl.store(out_ptr, threshold)
-    tl.store(out_ptr + 1, count)
+    schedule_finish(out_ptr, count, n, threshold, BLOCK)
 
 
 @triton.jit(do_not_specialize=["n"])
