@@ -20,8 +20,10 @@ import numpy as np
 from harness.results.tables import COLUMNS, write_csv
 
 VARIANTS = ("before", "after", "dropped")
-_KEYS = ("scenario", "variant", "mirror", "batch_size", "step", "forward_mode", "path", "region")
-_CELL = _KEYS[:4]
+_KEYS = (
+    "scenario", "variant", "mirror", "batch_size", "rank", "step", "forward_mode", "path", "region",
+)  # fmt: skip
+_CELL = _KEYS[:5]
 # The order in which this module builds its row tuples (written by name, see write_run).
 _FIXTURE_COLUMNS = {
     "counts": (*_KEYS, "syncs"),
@@ -124,7 +126,7 @@ def write_run(
     stacks: dict[str, list[str]] = {}
     for variant in VARIANTS:
         for bs in batch_sizes:
-            cell = (scenario, variant, "auto", bs)
+            cell = (scenario, variant, "auto", bs, 0)
             failed = variant == "before" and bs == batch_sizes[-1] and scenario == "nonspec"
             for pass_ in ("count", "time"):
                 exc = (

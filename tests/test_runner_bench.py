@@ -183,7 +183,9 @@ def test_time_pass_cuda_rows_with_emulated_events():
     sc = load_scenario("nonspec", [*SETS, "variants=[after]"]).scenario
     with open_device("emu") as dh:
         rows = run_cell_time(sc, Cell("after", "auto", 4), dh.device, "cuda", fake_builder)
-    assert rows.outcomes[0][5] == "ok", rows.outcomes
-    it = [r for r in rows.latency if r[7] == "iteration" and r[6] == "graph"]
-    assert sorted({r[9] for r in it}) == ["device", "e2e", "host"]
-    assert all(r[8] == "cuda" and r[10] >= 0 for r in it)
+    outcome = dict(zip(COLUMNS["outcomes"], rows.outcomes[0]))
+    assert outcome["status"] == "ok", rows.outcomes
+    latency = [dict(zip(COLUMNS["latency"], r)) for r in rows.latency]
+    it = [r for r in latency if r["region"] == "iteration" and r["path"] == "graph"]
+    assert sorted({r["metric"] for r in it}) == ["device", "e2e", "host"]
+    assert all(r["device"] == "cuda" and r["value"] >= 0 for r in it)

@@ -1,16 +1,16 @@
 """`results/baselines/<scenario>.json`: the gated sync counts of a scenario's count pass.
 
-Format (version 1):
+Format (version 2):
 
     {
-      "format": "dsv4-harness-baseline", "format_version": 1,
+      "format": "dsv4-harness-baseline", "format_version": 2,
       "scenario": "nonspec", "scenario_file": "scenarios/nonspec.yaml",
       "config_sha256": "<sha256 of the validated scenario config>",
       "device": "emu", "seed": 1234, "warmup_steps": 2, "measured_steps": 16,
       "generated_by": "python -m harness baseline --device emu",
       "outcomes": {"<variant>/<mirror>/<batch_size>": "ok" | "<Exception> at <file:line>"},
       "counts": [
-        {"variant": "after", "mirror": "auto", "batch_size": 8, "forward_mode": "DECODE",
+        {"variant": "after", "mirror": "auto", "batch_size": 8, "rank": 0, "forward_mode": "DECODE",
          "path": "graph", "region": "step/metadata/out_graph", "syncs": 16,
          "events": {"d2h_read item at harness/backend/x.py:120 in build": 16}},
         ...
@@ -42,11 +42,11 @@ from harness.scenario import LoadedScenario
 from harness.scenario.loader import REPO_ROOT
 
 FORMAT = "dsv4-harness-baseline"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DEFAULT_DIR = Path("results/baselines")
-KEY_FIELDS = ("variant", "mirror", "batch_size", "forward_mode", "path", "region")
+KEY_FIELDS = ("variant", "mirror", "batch_size", "rank", "forward_mode", "path", "region")
 
-Key = tuple[str, str, int, str, str, str]
+Key = tuple[str, str, int, int, str, str, str]
 
 
 # Keys that cannot change a count pass: editing them must not make the baselines stale.
@@ -91,8 +91,8 @@ class Observed:
     outcomes: dict[str, str] = field(default_factory=dict)
 
 
-def cell_id(variant: str, mirror: str, batch_size: int) -> str:
-    return f"{variant}/{mirror}/{batch_size}"
+def cell_id(variant: str, mirror: str, batch_size: int, rank: int) -> str:
+    return f"{variant}/{mirror}/{batch_size}" + (f"/rank{rank}" if rank else "")
 
 
 def observe(rows: PassRows) -> Observed:
@@ -111,7 +111,9 @@ def observe(rows: PassRows) -> Observed:
     for row in rows.outcomes:
         r = dict(zip(cols["outcomes"], row))
         status = "ok" if r["status"] == "ok" else f"{r['exception']} at {r['location']}"
-        obs.outcomes[cell_id(r["variant"], r["mirror"], int(r["batch_size"]))] = status
+        obs.outcomes[cell_id(r["variant"], r["mirror"], int(r["batch_size"]), int(r["rank"]))] = (
+            status
+        )
     return obs
 
 
@@ -120,6 +122,7 @@ def _key(r: dict[str, Any]) -> Key:
         r["variant"],
         r["mirror"],
         int(r["batch_size"]),
+        int(r["rank"]),
         r["forward_mode"],
         r["path"],
         r["region"],
@@ -203,6 +206,7 @@ def load_baseline(path: Path) -> Baseline:
                 str(entry["variant"]),
                 str(entry["mirror"]),
                 int(entry["batch_size"]),
+                int(entry.get("rank", 0)),
                 str(entry["forward_mode"]),
                 str(entry["path"]),
                 str(entry["region"]),

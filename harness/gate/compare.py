@@ -31,14 +31,15 @@ class GateResult:
 def _key_text(key: Key) -> str:
     d = dict(zip(KEY_FIELDS, key))
     fm = d["forward_mode"] or "-"
+    rank = f"/rank={d['rank']}" if d["rank"] else ""
     return (
-        f"{d['variant']}/mirror={d['mirror']}/bs={d['batch_size']} {fm} "
+        f"{d['variant']}/mirror={d['mirror']}/bs={d['batch_size']}{rank} {fm} "
         f"path={d['path']} region={d['region'] or '-'}"
     )
 
 
 def _per_step(n: int, key: Key, steps: int, what: str = "") -> str:
-    if key[4] not in MEASURED_PATHS or not steps:
+    if key[KEY_FIELDS.index("path")] not in MEASURED_PATHS or not steps:
         return ""
     return f" ({n / steps:.2f} {what}per measured step)"
 
@@ -69,7 +70,7 @@ def compare(
             res.regressions.append(f"new cell {cid} fails: {now}")
     keys = sorted(set(cur.counts) | set(base.counts))
     if measured_only:
-        keys = [k for k in keys if k[4] in MEASURED_PATHS]
+        keys = [k for k in keys if k[KEY_FIELDS.index("path")] in MEASURED_PATHS]
         res.notes.append("set-up, capture and warm-up paths not gated (device differs)")
     res.keys = len(keys)
     for key in keys:

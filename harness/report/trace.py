@@ -68,8 +68,9 @@ def _place(nodes: list[_Node], t0: float, span: float, out: list[tuple[_Node, fl
 
 
 def _cell_name(cell: tuple) -> str:
-    s, v, m, b = cell
-    return f"{s} · {v} · mirror={m} · bs {int(b)}"
+    s, v, m, b, rank = cell
+    where = f" · rank {rank}" if str(rank) not in ("", "0") else ""
+    return f"{s} · {v} · mirror={m} · bs {int(b)}{where}"
 
 
 def _step_rows(run: RunData) -> tuple[dict, dict, bool]:
@@ -113,15 +114,16 @@ def build_trace(run: RunData, max_steps: int | None = None) -> dict:
         step_key = (*(s[k] for k in CELL_KEYS), int(s["step"]))
         by_step[step_key][(s["forward_mode"], s["region"])].append(s)
     order = {v: i for i, v in enumerate(tables.VARIANT_ORDER)}
-    cells = sorted({k[:4] for k in regions}, key=lambda c: (c[0], order.get(c[1], 99), *c[1:]))
+    n = len(CELL_KEYS)
+    cells = sorted({k[:n] for k in regions}, key=lambda c: (c[0], order.get(c[1], 99), *c[1:]))
     trace = _Trace(stacks=run.stacks)
     for pid, cell in enumerate(cells, start=1):
         trace.name_process(pid, _cell_name(cell))
         trace.name_thread(pid, HOST_TID, "host (time pass; syncs from count pass)")
-        if any(k[:4] == cell and "device" in m for k, m in iteration.items()):
+        if any(k[:n] == cell and "device" in m for k, m in iteration.items()):
             trace.name_thread(pid, DEVICE_TID, "device (CUDA events; start approximate)")
         t = 0.0
-        for step in sorted(k[4] for k in regions if k[:4] == cell)[:max_steps]:
+        for step in sorted(k[n] for k in regions if k[:n] == cell)[:max_steps]:
             key = (*cell, step)
             t = trace.add_step(pid, step, t, regions[key], iteration.get(key, {}), by_step[key])
     layout = (

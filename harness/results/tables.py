@@ -1,8 +1,8 @@
 """The tidy tables of a run folder: column lists, and atomic CSV / JSON writing.
 
 One row per observation (long format); a value with a unit has a unit column. Keys are the
-same across tables so they join: (scenario, variant, mirror, batch_size, step, forward_mode,
-path, region).
+same across tables so they join: (scenario, variant, mirror, batch_size, rank, step,
+forward_mode, path, region).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-CELL_KEYS = ("scenario", "variant", "mirror", "batch_size")
+# rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
+CELL_KEYS = ("scenario", "variant", "mirror", "batch_size", "rank")
 ROW_KEYS = (*CELL_KEYS, "step", "forward_mode", "path", "region")
 
 COLUMNS: dict[str, tuple[str, ...]] = {

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder, new_run_id
+from harness.results.tables import COLUMNS
 from harness.runner.cells import WorldBuilder, build_serving_world, cells
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle
@@ -76,7 +77,8 @@ def run_bench(
                 folder.write_table(table, getattr(rows, table))
         if which == "time":
             folder.write_json("stacks.json", rows.stacks)
-        failed = sum(1 for r in rows.outcomes if r[5] != "ok")
+        status = COLUMNS["outcomes"].index("status")
+        failed = sum(1 for r in rows.outcomes if r[status] != "ok")
         folder.finish(wall_s=round(time.perf_counter() - t0, 3), failed_cells=failed)
     except BaseException as exc:  # KeyboardInterrupt included: leave it marked incomplete
         folder.abandon(f"{type(exc).__name__}: {exc}")

@@ -66,8 +66,8 @@ def _tag(tags: tuple[tuple[str, str], ...], key: str) -> str:
 
 
 class _CellRecorder:
-    def __init__(self, scenario: str, cell: Cell):
-        self.cell_key = (scenario, cell.variant, cell.mirror, cell.batch_size)
+    def __init__(self, scenario: str, cell: Cell, rank: int = 0):
+        self.cell_key = (scenario, cell.variant, cell.mirror, cell.batch_size, rank)
         self.rows = PassRows()
 
     def take(self, led: SyncLedger, ev0: int, re0: int, step: int, phase_path: str | None):

@@ -47,7 +47,7 @@ def run_cell_time(
     progress: Progress | None = None,
 ) -> PassRows:
     rows = PassRows()
-    cell_key = (sc.name, cell.variant, cell.mirror, cell.batch_size)
+    cell_key = (sc.name, cell.variant, cell.mirror, cell.batch_size, 0)
     on_cuda = device_kind == "cuda"
     t_cell = time.perf_counter()
     world = None
