@@ -38,8 +38,8 @@ def cuda_timer() -> float:
 
 def _setup(variant: str, mode_name: str, bs: int, dev: torch.device | None = None):
     from harness.backend import BackendConfig, DeepseekV4AttnBackend
-    from harness.serving.batch import ForwardMode, SpecInfo, make_batch
-    from harness.serving.pool import PoolConfig, ReqToTokenPool
+    from harness.batch.info import ForwardMode, SpecInfo, make_batch
+    from harness.batch.pool import PoolConfig, ReqToTokenPool
 
     dev = dev or torch.device("cuda", torch.cuda.current_device())
     mode = ForwardMode[mode_name]

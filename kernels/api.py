@@ -1,7 +1,7 @@
 """The interface the backend calls: input/output dataclasses, the ops protocol, the registry.
 
-Semantics follow `reference/dsv4-metadata.md` section 4 (sglang's DeepSeek-V4 backend,
-`make_core_attn_metadata` + the compression-metadata Triton kernel). Conventions:
+Semantics follow sglang's DeepSeek-V4 backend (`make_core_attn_metadata` and the
+compression-metadata Triton kernel); `FullMetadataTensors` defines every field. Conventions:
 
 * N = query tokens this step; bs = requests. Every per-token tensor has leading dim N.
 * Lengths and positions are int32; request/pool indices and full-space cache slots int64.
@@ -134,7 +134,8 @@ class UpgradeInputs:
 
 @dataclass
 class FullMetadataTensors:
-    """Full per-step metadata (reference section 4). Shapes with N tokens, bs requests.
+    """Full per-step metadata, as sglang's DeepSeek-V4 backend builds it. Shapes with N tokens,
+    bs requests.
 
     token_req                int64 [N]    request (batch row) of each token
     token_pool_idx           int64 [N]    req_pool_indices[token_req] (req_pool_indices_repeated)

@@ -1,7 +1,7 @@
 """Random metadata inputs and an independent per-token plain-Python reference.
 
-Used by the tests and the benchmark; the loop reference is written from section 4 of the
-behaviour reference directly (no tensor tricks), so it checks kernels.reference independently.
+Used by the tests and the benchmark; the loop reference is written from the field
+definitions of ``kernels.api.FullMetadataTensors`` directly (no tensor tricks), so it checks kernels.reference independently.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def random_inputs(spec: CaseSpec, device: torch.device | str = "cpu") -> Upgrade
 
 
 def loop_reference(inp: UpgradeInputs) -> dict[str, list]:
-    """Per-token plain-Python metadata (lists), straight from reference section 4."""
+    """Per-token plain-Python metadata (lists), straight from the field definitions."""
     r2t = inp.req_to_token.tolist()
     pool = inp.req_pool_indices.tolist()
     seq = inp.seq_lens.tolist()

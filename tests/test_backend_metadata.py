@@ -10,17 +10,18 @@ from hypothesis import strategies as st
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
 from harness.backend.oracle import full_metadata
+from harness.batch.info import ForwardMode as M
+from harness.batch.info import SpecInfo, make_batch
 from harness.checks.backend_cases import (
     CaseSpec,
     build_pool,
+    expected_span,
     make_case_batch,
     metadata_lists,
     oracle_case,
     out_locations,
     reserve_for,
 )
-from harness.serving.batch import ForwardMode as M
-from harness.serving.batch import SpecInfo, make_batch
 from harness.sync import emulated_device
 
 CONTEXT = 1000
@@ -67,14 +68,7 @@ def _setup(dev, case: CaseSpec, seed: int):
 
 
 def _eager_span(be: DeepseekV4AttnBackend, case: CaseSpec, mirror: bool) -> int:
-    """Page-table span the eager path uses (reference section 4 / row 1)."""
-    if case.mode is M.DRAFT_EXTEND:
-        return be.pool.page_size  # SWA-only placeholder
-    if be.prep_in_graph and case.mode in (M.DECODE, M.TARGET_VERIFY):
-        return be.MAX_SEQ_LEN_FOR_CAPTURE  # the in-graph upgrade
-    if not mirror and be.variant == "dropped":
-        return be.MAX_SEQ_LEN_FOR_CAPTURE
-    return max(case.seq_lens)
+    return expected_span(be, case, mirror=mirror, graph=False)
 
 
 def _assert_same(got: dict, exp: dict) -> None:
@@ -164,7 +158,8 @@ def test_graph_replay_matches_oracle(case, model, prep, extra, seed):
         per_req = SPEC.draft_token_num if case.mode is not M.DECODE else 1
         out = out_locations(pool, rows, case)
         out += [0] * (bucket_bs * per_req - len(out))
-        span = pool.page_size if case.mode is M.DRAFT_EXTEND else be.MAX_SEQ_LEN_FOR_CAPTURE
+        same_length = case.mode is M.DRAFT_EXTEND and be.policy.draft_extend_same_length
+        span = pool.page_size if same_length else be.MAX_SEQ_LEN_FOR_CAPTURE
         ext_case = CaseSpec(
             case.mode, tuple(lens), case.extend_lens and (SPEC.draft_token_num,) * bucket_bs, SPEC
         )
@@ -194,7 +189,12 @@ def test_variants_identical_with_mirror(case, prep, seed):
         for variant in ("before", "after", "dropped"):
             be = DeepseekV4AttnBackend(_config("flash", prep, variant), pool, dev)
             be.init_forward_metadata(batch)
-            results.append(metadata_lists(be.forward_metadata))
+            got = metadata_lists(be.forward_metadata)
+            if case.mode is M.DRAFT_EXTEND:
+                # SWA only: the page table is a placeholder, as wide as the longest request
+                # before a9cf5e68 and one page from it on
+                del got["page_table"]
+            results.append(got)
     assert results[0] == results[1] == results[2]
 
 
@@ -217,7 +217,11 @@ def test_after_without_mirror_equals_with_mirror(case, prep, model, seed):
 
 
 @SETTINGS
-@given(case=cases(), prep=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    case=cases(modes=(M.DECODE, M.TARGET_VERIFY, M.DRAFT_EXTEND)),
+    prep=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_dropped_without_mirror_matches_oracle(case, prep, seed):
     with emulated_device() as dev:
         pool, rows = _setup(dev, case, seed)
@@ -230,6 +234,16 @@ def test_dropped_without_mirror_matches_oracle(case, prep, seed):
         )
 
 
+def test_prefill_requires_the_mirror_in_dropped():
+    """a9cf5e68 keeps prefill on the scheduler's host lengths: it asserts them."""
+    case = CaseSpec(M.EXTEND, (9, 300), (3, 4), SPEC)
+    with emulated_device() as dev:
+        pool, rows = _setup(dev, case, 0)
+        be = DeepseekV4AttnBackend(_config("flash", True, "dropped"), pool, dev)
+        with pytest.raises(AssertionError, match="prefill needs seq_lens_cpu"):
+            be.init_forward_metadata(make_case_batch(pool, rows, case, dev, mirror=False))
+
+
 @pytest.mark.parametrize("mode", [M.DECODE, M.TARGET_VERIFY, M.EXTEND, M.DRAFT_EXTEND])
 def test_before_without_mirror_raises(mode):
     case = CaseSpec(mode, (9, 300), (3, 4) if mode in EXTEND_MODES else None, SPEC)
@@ -238,7 +252,7 @@ def test_before_without_mirror_raises(mode):
         be = DeepseekV4AttnBackend(_config("flash", True, "before"), pool, dev)
         with pytest.raises(AssertionError):
             be.init_forward_metadata(make_case_batch(pool, rows, case, dev, mirror=False))
-        if mode is not M.EXTEND:  # the replay path asserts too (row 7)
+        if mode is not M.EXTEND:  # the replay path asserts too (F07)
             batch, _, _ = _runner_batch(pool, rows, case, 2, dev, mirror=False)
             with pytest.raises(AssertionError):
                 be.init_forward_metadata_out_graph(batch)

@@ -1,7 +1,8 @@
-"""Exact host-device sync counts of every metadata path, by region, per variant and mirror
-(reference section 3). The ledger finds the syncs by itself on the emulated device.
+"""Exact host-device sync counts of every metadata path, by region, per variant and mirror.
+The ledger finds the syncs by itself on the emulated device.
 
-Keys are (region under step/, kind, op); rows of reference section 3 in comments.
+Keys are (region under step/, kind, op); comments name rows of the fidelity table
+(harness/fidelity/upstream_syncs.yaml).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections import Counter
 import pytest
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
+from harness.batch.info import ForwardMode as M
+from harness.batch.info import SpecInfo, make_batch
 from harness.checks.backend_cases import CaseSpec, build_pool, make_case_batch, reserve_for
-from harness.serving.batch import ForwardMode as M
-from harness.serving.batch import SpecInfo, make_batch
 from harness.sync import SyncLedger, emulated_device, region, set_step
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
@@ -65,8 +66,8 @@ def _backend(pool, dev, variant, prep=True):
     )
 
 
-# ---- eager --------------------------------------------------------------------------------
-# Row 1 (max_seq_len) for decode; rows 1 + 5 + 3/4 for verify.
+# ---- eager ----------------------------------------------------------------------------------
+# F01 (max_seq_len) for decode; F01 + F05 + F03/F04 for verify.
 EAGER_DECODE = {
     ("before", True): {},
     ("before", False): RAISES,
@@ -91,6 +92,15 @@ def test_eager_decode(variant, mirror, prep):
         assert led.count(region="step/metadata/eager") == 0
 
 
+def _verify_extra(variant: str, mirror: bool, prep: bool, first: bool, where: str = BUILD) -> dict:
+    """Beyond F01: F05 on the first prep-on verify before a9cf5e68; F04 with prep off."""
+    if prep:
+        return k(where, H2D) if first and variant != "dropped" else {}
+    if variant == "dropped" and mirror:
+        return {}  # a9cf5e68 takes the host lengths when it has them
+    return k(where, TOLIST)
+
+
 @pytest.mark.parametrize("prep", [True, False])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mirror", [True, False])
@@ -105,27 +115,28 @@ def test_eager_verify_first_and_later(variant, mirror, prep):
     if base == RAISES:
         assert first == later == RAISES
         return
-    prep_off = {} if prep else k(BUILD, TOLIST)  # row 4: seq_lens.tolist() on the device tensor
-    assert first == merged(base, k(BUILD, H2D), prep_off)  # row 5 on the first call only
-    assert later == merged(base, prep_off)
+    assert first == merged(base, _verify_extra(variant, mirror, prep, True))
+    assert later == merged(base, _verify_extra(variant, mirror, prep, False))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mirror", [True, False])
-def test_verify_row3_fallback(variant, mirror):
-    """Row 3: with the span given (no row 1), only `before` reads the device lengths."""
+def test_verify_host_lengths(variant, mirror):
+    """F03: only `before` reads the device lengths when the verify has no mirror (serving
+    never gets there: F01 and F07 assert first)."""
     with emulated_device() as dev:
         pool, rows, case = _world(dev, M.TARGET_VERIFY)
         be = _backend(pool, dev, variant, prep=True)
-        batch = make_case_batch(pool, rows, case, dev, mirror)
-        cap = be.MAX_SEQ_LEN_FOR_CAPTURE
-        be._build_forward_metadata(batch, max_seq_len_override=cap)  # row 5 out of the way
-        got, _ = _counts(lambda: be._build_forward_metadata(batch, max_seq_len_override=cap))
+        b = make_case_batch(pool, rows, case, dev, mirror)
+        args = (be.MAX_SEQ_LEN_FOR_CAPTURE, b.req_pool_indices, b.seq_lens, b.seq_lens_cpu)
+        be.init_forward_metadata_target_verify(*args, b.out_cache_loc)  # F05 out of the way
+        got, _ = _counts(lambda: be.init_forward_metadata_target_verify(*args, b.out_cache_loc))
     assert got == (k("step", CPU) if (variant, mirror) == ("before", False) else {})
 
 
-# Rows 1, 2 (host lengths) and 9 (pad value when padded) for draft-extend; rows 1, 2, 14 prefill.
-EAGER_EXTEND = {
+# F01 + F02 (host lengths) for the eager draft-extend of a36c8731 / 504570f4; a9cf5e68 expands
+# on the device. Prefill: F01 + F02 in every variant (a9cf5e68 requires the host lengths).
+EAGER_DRAFT_EXTEND = {
     ("before", True): {},
     ("before", False): RAISES,
     ("after", True): {},
@@ -133,21 +144,20 @@ EAGER_EXTEND = {
     ("dropped", True): {},
     ("dropped", False): {},
 }
+EAGER_PREFILL = {**EAGER_DRAFT_EXTEND, ("dropped", False): RAISES}
 
 
 @pytest.mark.parametrize("pad", [0, 2])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mirror", [True, False])
 def test_eager_draft_extend(variant, mirror, pad):
+    """Vectorized (extend_start_loc is set): padding reads nothing back (no F09)."""
     with emulated_device() as dev:
         pool, rows, case = _world(dev, M.DRAFT_EXTEND, ext=(4, 4, 4), pad=pad)
         be = _backend(pool, dev, variant)
         batch = make_case_batch(pool, rows, case, dev, mirror)
         got, _ = _counts(lambda: be.init_forward_metadata(batch))
-    expected = EAGER_EXTEND[(variant, mirror)]
-    if expected != RAISES and pad and variant != "dropped":
-        expected = merged(expected, k(BUILD, ITEM))  # row 9: loop-path pad value
-    assert got == expected
+    assert got == EAGER_DRAFT_EXTEND[(variant, mirror)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -164,8 +174,9 @@ def test_eager_prefill_and_sparse_prefill(variant, mirror):
                 be.sparse_prefill_workspace_len_d2h(batch)
 
         fwd, _ = _counts(forward)
-    assert got == EAGER_EXTEND[(variant, mirror)]
-    assert fwd == k("forward", ITEM)  # once per prefill chunk, every variant
+    assert got == EAGER_PREFILL[(variant, mirror)]
+    # F10 once per prefill forward, every variant; F11: sparse prefill needs the mirror
+    assert fwd == (k("forward", ITEM) if mirror else RAISES)
 
 
 def test_eager_idle_makes_no_sync():
@@ -216,7 +227,10 @@ def _capture_then_replay(be, dev, pool, rows, case, mirror, bucket=4):
     return captured, replayed, led
 
 
-CAPTURE = merged(k(OUT, ITEM), k(OUT, CPU))  # row 6: seq_lens.sum().item(), seq_lens.cpu()
+def capture_syncs(variant: str, prep: bool = True) -> dict:
+    """F06: seq_lens.sum().item() always; seq_lens.cpu() unless a9cf5e68 does not need it."""
+    needs = variant != "dropped" or not prep
+    return merged(k(OUT, ITEM), k(OUT, CPU) if needs else {})
 
 
 @pytest.mark.parametrize(
@@ -237,19 +251,19 @@ def test_graph_capture_and_replay(mode, prep, variant, mirror):
         pool, rows, case = _world(dev, mode, ext=ext)
         be = _backend(pool, dev, variant, prep)
         captured, replayed, led = _capture_then_replay(be, dev, pool, rows, case, mirror)
-    verify_off = mode is M.TARGET_VERIFY and not prep
+    verify = mode is M.TARGET_VERIFY
+    # capture always has the host lengths (F06), so a9cf5e68's prep-off verify needs no F04
     exp_capture = merged(
-        CAPTURE,
-        k(OUT, H2D) if mode is M.TARGET_VERIFY else {},  # row 5: first verify call
-        k(OUT, TOLIST) if verify_off else {},  # row 4
+        capture_syncs(variant, prep),
+        _verify_extra(variant, True, prep, True, OUT) if verify else {},
     )
     assert captured == exp_capture
     if variant == "before" and not mirror:
-        assert replayed == RAISES  # row 7: the assert on the mirror
+        assert replayed == RAISES  # F07: the assert on the mirror
         return
-    exp_replay = k(OUT, TOLIST) if verify_off else {}
+    exp_replay = _verify_extra(variant, mirror, prep, False, OUT) if verify else {}
     if mode is M.DRAFT_EXTEND and variant == "after" and not mirror:
-        exp_replay = k(OUT, TOLIST)  # row 8: D2H fallback for the host lengths
+        exp_replay = k(OUT, TOLIST)  # F08: D2H fallback for the host lengths
     assert replayed == exp_replay
     # The in-graph part makes no sync, and it ran (its region was entered).
     assert led.count(region="step/metadata/in_graph") == 0
@@ -271,7 +285,7 @@ def test_graph_idle_bucket():
                 be.init_forward_metadata_in_graph(idle),
             )
         )
-    assert cap == CAPTURE and rep == {}
+    assert cap == capture_syncs("after") and rep == {}
 
 
 # ---- multi-step draft decode ---------------------------------------------------------------
@@ -297,13 +311,14 @@ def test_draft_decode(variant, mirror):
                 ms.init_forward_metadata_in_graph(batch),
             )
         )
-    # Eagerly the first num_steps-1 inner backends each build (row 1 per backend).
+    # Eagerly the first num_steps-1 inner backends each build (F01 per backend).
     per_backend = EAGER_DECODE[(variant, mirror)]
     exp_eager = (
         RAISES if per_backend == RAISES else {kk: v * (steps - 1) for kk, v in per_backend.items()}
     )
     assert eager == exp_eager
-    assert captured == {kk: v * steps for kk, v in CAPTURE.items()}  # every inner backend
+    # every inner backend captures
+    assert captured == {kk: v * steps for kk, v in capture_syncs(variant).items()}
     if variant == "before" and not mirror:
         assert replayed == RAISES  # the draft runner passes None for an absent mirror
         return
@@ -312,7 +327,7 @@ def test_draft_decode(variant, mirror):
     assert len(copies) == 2  # backend 0's own copy + one region for steps 1..num_steps-2
 
 
-# ---- needs_cpu_seq_lens -----------------------------------------------------------------------
+# ---- needs_cpu_seq_lens, max_context_len ----------------------------------------------------
 @pytest.mark.parametrize(
     "variant,spec,prep,expected",
     [
@@ -334,46 +349,13 @@ def test_needs_cpu_seq_lens(variant, spec, prep, expected):
             assert MultiStepDraftBackend(3, cfg, pool, dev).needs_cpu_seq_lens is expected
 
 
-# ---- where the ledger puts each sync -------------------------------------------------------
-def test_sync_locations_name_the_upstream_rows():
-    """Every sync is attributed to the function that models its row of section 3."""
-    seen: set[tuple[str, str, str]] = set()
-
-    def record(fn):
-        _, led = _counts(fn)
-        seen.update(
-            (e.location.split(":")[0].rsplit("/", 1)[-1], e.function, e.op) for e in led.events
-        )
-
+def test_max_context_len_exists_from_a9cf5e68_on():
     with emulated_device() as dev:
-        pool, rows, case = _world(dev, M.DRAFT_EXTEND, ext=(4, 4, 4), pad=2)
-        be = _backend(pool, dev, "after")
-        record(lambda: be.init_forward_metadata(make_case_batch(pool, rows, case, dev, False)))
-        pool, rows, case = _world(dev, M.TARGET_VERIFY)
-        for variant, prep in (("before", True), ("after", False)):
-            be = _backend(pool, dev, variant, prep)
-            batch = make_case_batch(pool, rows, case, dev, variant == "before")
-            record(lambda: be.init_forward_metadata_out_graph(batch, in_capture=True))  # noqa: B023
-            record(lambda: be.init_forward_metadata(batch))  # noqa: B023
-        nomirror = make_case_batch(pool, rows, case, dev, False)
-        be = _backend(pool, dev, "before")
-        cap = be.MAX_SEQ_LEN_FOR_CAPTURE
-        record(lambda: be._build_forward_metadata(nomirror, max_seq_len_override=cap))
-        pool, rows, case = _world(dev, M.EXTEND, ext=(3, 4, 5))
-        be = _backend(pool, dev, "after")
-        record(
-            lambda: be.sparse_prefill_workspace_len_d2h(
-                make_case_batch(pool, rows, case, dev, True)
+        pool, _, _ = _world(dev, M.DECODE)
+        has = {
+            v: hasattr(
+                DeepseekV4AttnBackend(BackendConfig(variant=v), pool, dev), "max_context_len"
             )
-        )
-    assert seen == {
-        ("variants.py", "max_seq_len_may_d2h", "item"),  # row 1
-        ("variants.py", "extend_seq_lens_list_may_d2h", "tolist"),  # row 2
-        ("expand.py", "expand_loop_may_d2h", "item"),  # row 9
-        ("variants.py", "verify_seq_lens_list_may_d2h", "cpu"),  # row 3 (before)
-        ("backend.py", "init_forward_metadata_target_verify", "tolist"),  # row 4
-        ("backend.py", "init_forward_metadata_target_verify", "tensor"),  # row 5
-        ("backend.py", "_out_graph_build_capture_d2h", "item"),  # row 6
-        ("backend.py", "_out_graph_build_capture_d2h", "cpu"),  # row 6
-        ("backend.py", "sparse_prefill_workspace_len_d2h", "item"),  # forward time
-    }
+            for v in VARIANTS
+        }
+    assert has == {"before": False, "after": False, "dropped": True}

@@ -18,6 +18,7 @@ from harness.scenario import load_scenario
 
 SETS = [
     "variants=[before, after]",
+    "serving_mode=specv2",
     "mirror=[auto, absent]",
     "batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 5, time: 4, time_emu: 4}",

@@ -16,6 +16,7 @@ from harness.scenario import load_scenario
 
 SETS = [
     "variants=[before, after]",
+    "serving_mode=specv2",
     "mirror=[auto, absent]",
     "batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 4}",

@@ -46,7 +46,7 @@ def test_bad_override_names_key(override, expect):
 
 def test_overrides_apply():
     sc = load_scenario(
-        "nonspec", ["steps.count=3", "batch_sizes=4", "mirror=[present, absent]"]
+        "specv2_mirror", ["steps.count=3", "batch_sizes=4", "mirror=[present, absent]"]
     ).scenario
     assert sc.steps.count == 3 and sc.batch_sizes == [4] and sc.mirror == ["present", "absent"]
 
@@ -54,6 +54,16 @@ def test_overrides_apply():
 def test_spec_on_nonspec_rejected():
     with pytest.raises(InputError, match="spec"):
         load_scenario("nonspec", ["spec.steps=2"])
+
+
+@pytest.mark.parametrize(
+    "scenario,mirror", [("nonspec", "absent"), ("eagle", "present"), ("specv2_mirror", "sometimes")]
+)
+def test_mirror_a_serving_mode_has_no_switch_for_is_rejected(scenario, mirror):
+    """Upstream withholds the mirror only in the spec-v2 relay (and the direct mode)."""
+    with pytest.raises(InputError, match="mirror") as ei:
+        load_scenario(scenario, [f"mirror={mirror}"])
+    assert "\n" not in str(ei.value)
 
 
 def test_bad_file(tmp_path):

@@ -1,111 +1,134 @@
-"""Mirror producers: sync count and kind of each under the ledger, on the emulated device."""
+"""The host mirror: who produces it in each serving mode, and what it costs (emulated device)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from harness.batch.info import host_to_device_async
 from harness.serving import WorldConfig, build_world
-from harness.serving.batch import host_to_device_async
-from harness.serving.mirror import (
-    MIRROR_PRODUCERS,
-    LengthRelay,
-    MirrorRequest,
-    get_mirror_producer,
-    resolve_want,
-)
+from harness.serving.mirror import LengthRelay, blocking_copy_d2h, host_known_mirror
 from harness.sync import SyncLedger, emulated_device, host_values, region
 
 ROWS = [3, 1, 5]
 LENS = [100, 7, 4000]
 
 
-def _produce(name: str, want: bool):
-    with emulated_device() as dev:
-        relay = LengthRelay(8, dev)
-        rpi = host_to_device_async(ROWS, torch.int64, dev)
+def _relay(dev, publish: bool = True) -> tuple[LengthRelay, torch.Tensor]:
+    relay = LengthRelay(8, dev)
+    rpi = host_to_device_async(ROWS, torch.int64, dev)
+    if publish:
         relay.publish(rpi, host_to_device_async(LENS, torch.int64, dev))
-        seq_lens = relay.resolve_seq_lens(rpi)
-        req = MirrorRequest(seq_lens, ROWS, host_lens=LENS, relay=relay)
+    return relay, relay.resolve_seq_lens(rpi)
+
+
+def test_relay_pull_is_one_private_stream_synchronize() -> None:
+    with emulated_device() as dev:
+        relay, seq_lens = _relay(dev)
         with SyncLedger() as led, region("step"):
-            mirror = get_mirror_producer(name).produce(req, want)
+            mirror = relay.pull_mirror_syncs(seq_lens, ROWS)
         assert host_values(seq_lens).tolist() == LENS
-    return mirror, led
-
-
-# producer -> (syncs when wanted, syncs when not wanted, kind)
-EXPECTED = {
-    "host_known": (0, 0, None),
-    "relay": (1, 0, "explicit"),
-    "blocking": (1, 1, "d2h_read"),
-    "none": (0, 0, None),
-}
-
-
-def test_every_producer_is_covered() -> None:
-    assert set(EXPECTED) == set(MIRROR_PRODUCERS)
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-@pytest.mark.parametrize("want", [True, False])
-def test_producer_syncs_and_values(name: str, want: bool) -> None:
-    mirror, led = _produce(name, want)
-    n_want, n_not, kind = EXPECTED[name]
-    expected = n_want if want else n_not
-    assert led.count() == expected, led.format_table()
-    if expected:
-        assert led.count(kind=kind, region="step/scheduler/mirror") == expected
-    if want and name != "none":
-        assert mirror.seq_lens_cpu.device.type == "cpu"
-        assert mirror.seq_lens_cpu.tolist() == LENS
-        assert mirror.seq_lens_sum == sum(LENS)
-    else:
-        assert mirror.seq_lens_cpu is None and mirror.seq_lens_sum is None
-
-
-def test_relay_pull_is_a_private_stream_synchronize() -> None:
-    _, led = _produce("relay", True)
     (event,) = led.events
-    assert event.op == "Stream.synchronize"
-    assert event.location.startswith("harness/serving/mirror.py")
-
-
-def test_resolve_want() -> None:
-    assert resolve_want("auto", True) and not resolve_want("auto", False)
-    assert resolve_want("present", False) and not resolve_want("absent", True)
-    with pytest.raises(ValueError):
-        resolve_want("sometimes", True)
-
-
-def _mirror_syncs_per_decode_step(mode: str, variant: str, mirror: str = "auto") -> list[int]:
-    cfg = WorldConfig(
-        serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024
+    assert (event.kind.value, event.op, event.region) == (
+        "explicit",
+        "Stream.synchronize",
+        "step/scheduler/mirror",
     )
+    assert mirror.seq_lens_cpu.tolist() == LENS and mirror.seq_lens_sum == sum(LENS)
+
+
+def test_relay_bootstraps_with_a_device_read_before_any_publish() -> None:
+    with emulated_device() as dev:
+        relay, seq_lens = _relay(dev, publish=False)
+        with SyncLedger() as led, region("step"):
+            relay.pull_mirror_syncs(seq_lens, ROWS)
+    (event,) = led.events
+    assert (event.kind.value, event.op) == ("d2h_read", "cpu")
+
+
+def test_blocking_copy_and_host_known() -> None:
+    with emulated_device() as dev:
+        lens = host_to_device_async(LENS, torch.int64, dev)
+        with SyncLedger() as led, region("step"):
+            copied = blocking_copy_d2h(lens)
+            host = host_known_mirror(LENS)
+    assert copied == LENS and host.seq_lens_cpu.tolist() == LENS
+    (event,) = led.events
+    assert (event.kind.value, event.op, event.region) == ("d2h_read", "to", "step/scheduler/mirror")
+
+
+def _mirror_syncs_per_step(mode: str, variant: str, mirror: str = "auto") -> list[tuple]:
+    cfg = WorldConfig(
+        serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024,
+        prefill_every=3, prompt_len=(16, 48),
+    )  # fmt: skip
     out = []
     with emulated_device() as dev:
         world = build_world(cfg, dev)
         world.warmup_and_capture()
-        for _ in range(3):
+        for _ in range(6):
             with SyncLedger() as led:
                 info = world.step()
-            assert info.kind == "decode"
-            out.append(led.count(region="step/scheduler/mirror"))
-            # step-level syncs carry the scheduler batch's mode and the target forward's path
-            for e in led.events:
+            out.append((info.kind, led.count(region="step/scheduler/mirror")))
+            for e in led.events:  # step-level syncs carry the scheduler batch's mode
                 if e.region == "step/scheduler/mirror":
-                    assert e.tag_dict == {"forward_mode": "DECODE", "path": "graph"}
+                    want = "EXTEND" if info.kind == "prefill" else "DECODE"
+                    assert e.tag_dict["forward_mode"] == want
     return out
 
 
+D, P = "decode", "prefill"
+
+
 @pytest.mark.parametrize(
-    "mode,variant,mirror,expected",
+    "mode,variant,mirror,per_step",
     [
-        ("specv2", "after", "auto", 1),  # after: spec configured -> flag True -> relay pull
-        ("specv2", "dropped", "auto", 0),  # flag False: no pull at all
-        ("specv2", "dropped", "present", 1),
-        ("eagle", "dropped", "auto", 1),  # blocking copy whatever the flag
-        ("nonspec", "before", "auto", 0),
+        # the flag's one consumer: the spec-v2 relay, decode batches only
+        ("specv2", "before", "auto", {D: 1, P: 0}),
+        ("specv2", "after", "auto", {D: 1, P: 0}),
+        ("specv2", "dropped", "auto", {D: 0, P: 0}),
+        ("specv2", "dropped", "present", {D: 1, P: 0}),
+        # overlap off: a blocking copy after every step, decode and prefill, whatever the flag
+        ("eagle", "dropped", "auto", {D: 1, P: 1}),
+        ("eagle", "after", "auto", {D: 1, P: 1}),
+        # no speculation: the host knows the lengths
+        ("nonspec", "after", "auto", {D: 0, P: 0}),
+        ("direct", "after", "present", {D: 0, P: 0}),
     ],
 )
-def test_world_mirror_syncs_per_step(mode: str, variant: str, mirror: str, expected: int) -> None:
-    assert _mirror_syncs_per_decode_step(mode, variant, mirror) == [expected] * 3
+def test_world_mirror_syncs_per_step(mode: str, variant: str, mirror: str, per_step) -> None:
+    steps = _mirror_syncs_per_step(mode, variant, mirror)
+    assert {k for k, _ in steps} == {D, P}
+    assert steps == [(kind, per_step[kind]) for kind, _ in steps]
+
+
+@pytest.mark.parametrize("mode", ["nonspec", "eagle", "specv2"])
+@pytest.mark.parametrize("variant", ["after", "dropped"])
+def test_prefill_batches_always_carry_the_mirror(mode: str, variant: str) -> None:
+    mirror = "absent" if mode == "specv2" else "auto"
+    cfg = WorldConfig(
+        serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024,
+        prefill_every=1, prompt_len=(16, 48),
+    )  # fmt: skip
+    seen = []
+    with emulated_device() as dev:
+        world = build_world(cfg, dev)
+        original = world.target_backend.init_forward_metadata
+
+        def spy(batch):
+            seen.append(batch.seq_lens_cpu is not None)
+            return original(batch)
+
+        world.target_backend.init_forward_metadata = spy
+        world.warmup_and_capture()
+        infos = [world.step() for _ in range(2)]
+    assert [i.kind for i in infos] == ["prefill", "prefill"] and seen == [True, True]
+
+
+@pytest.mark.parametrize(
+    "mode,mirror",
+    [("nonspec", "absent"), ("eagle", "present"), ("direct", "auto"), ("specv2", "maybe")],
+)
+def test_mirror_settings_a_mode_has_no_switch_for_are_refused(mode: str, mirror: str) -> None:
+    with pytest.raises(ValueError, match="mirror"):
+        WorldConfig(serving_mode=mode, mirror=mirror)

@@ -8,9 +8,9 @@ import statistics
 import pytest
 import torch
 
+from harness.batch.info import SpecInfo
+from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.serving.accept import ACCEPT_DISTS, AcceptConfig
-from harness.serving.batch import SpecInfo
-from harness.serving.pool import PoolConfig, ReqToTokenPool
 from harness.serving.scheduler import PADDING_REQ, Scheduler, SchedulerConfig
 
 CPU = torch.device("cpu")

@@ -15,7 +15,8 @@ STEPS = 7
 def _cfg(mode: str, variant: str, **kw) -> WorldConfig:
     base = dict(
         serving_mode=mode, variant=variant, batch_size=3, context_len=1024, seed=5,
-        prefill_every=3, prompt_len=(16, 48),
+        prefill_every=3, prompt_len=(16, 48), mirror="present" if mode == "direct" else "auto",
+        speculative=mode == "direct",
     )  # fmt: skip
     base.update(kw)
     return WorldConfig(**base)
@@ -41,7 +42,9 @@ def test_world_runs_every_mode_and_variant(mode: str, variant: str) -> None:
                 assert modes == ["DECODE"]
             else:
                 assert modes == ["DECODE", "TARGET_VERIFY", "DRAFT_EXTEND"]
-                assert [p.path for p in info.passes] == ["graph", "graph", "eager"]
+                # draft-extend replays a graph from a9cf5e68 on (PR #30853)
+                extend = "graph" if variant == "dropped" else "eager"
+                assert [p.path for p in info.passes] == ["graph", "graph", extend]
         assert led.count(region="step/metadata/in_graph") == 0  # graph bodies never sync
         assert led.count(region="step/graph") == 0
         # every event belongs to a step and lies under region "step"
@@ -54,13 +57,8 @@ def test_world_runs_every_mode_and_variant(mode: str, variant: str) -> None:
             buf = host_values(world.relay.new_seq_lens_buf).tolist()
             for row, n in world.scheduler.lengths().items():
                 assert buf[row] == n
-        # mirror auto: without speculation `after` gets no mirror, and the decode runner then
-        # hands it its stale host buffer, which `after` reads; `dropped` never reads it
-        stale = {(f.forward_mode, f.path) for f in world.findings}
-        if variant == "after" and mode == "nonspec":
-            assert stale == {("DECODE", "graph")}
-        else:
-            assert stale == set()
+        # serving hands every batch the mirror it reads: nothing stale
+        assert world.findings == []
 
 
 def test_world_is_deterministic() -> None:
@@ -73,12 +71,37 @@ def test_world_is_deterministic() -> None:
     assert runs[0] == runs[1]
 
 
-def test_before_without_mirror_fails_like_upstream() -> None:
+@pytest.mark.parametrize("bs", [3, 12])  # graph, eager (largest bucket 8)
+@pytest.mark.parametrize(
+    "variant,error", [("before", AssertionError), ("after", AttributeError), ("dropped", None)]
+)
+def test_specv2_without_the_mirror_fails_like_upstream(variant: str, error, bs: int) -> None:
+    """`before` asserts the mirror in the draft pass; `after` survives the draft pass, then the
+    worker reads `attn_backend.max_context_len`, which the backend lacks before a9cf5e68."""
+    cfg = _cfg("specv2", variant, mirror="absent", prefill_every=0, batch_size=bs)
+    cfg = WorldConfig(**{**cfg.__dict__, "cuda_graph_max_bs": 8})
     with emulated_device() as dev:
-        world = build_world(_cfg("specv2", "before", mirror="absent", prefill_every=0), dev)
+        world = build_world(cfg, dev)
         world.warmup_and_capture()
-        with pytest.raises(AssertionError):
+        if error is None:
             world.step()
+            return
+        with pytest.raises(error) as info:
+            world.step()
+    frames = [f.name for f in info.traceback]
+    assert ("size_tree_mask_from_backend" in frames) == (variant == "after")
+
+
+def test_direct_without_the_mirror_shows_the_stale_runner_buffer() -> None:
+    """Driven directly, `after` survives without the mirror; the verify graph runner then hands
+    it its own host buffer, stale from capture (as upstream)."""
+    with emulated_device() as dev:
+        world = build_world(_cfg("direct", "after", mirror="absent", prefill_every=0), dev)
+        world.warmup_and_capture()
+        for _ in range(3):
+            world.step()
+        stale = {(f.forward_mode, f.path) for f in world.findings}
+    assert stale == {("TARGET_VERIFY", "graph")}
 
 
 def test_step_before_capture_is_an_error() -> None:
@@ -95,6 +118,8 @@ def test_config_validation() -> None:
         _cfg("eagle", "after", draft_tokens=5)
     with pytest.raises(ValueError):
         _cfg("eagle", "after", mirror="maybe")
+    with pytest.raises(ValueError):
+        _cfg("eagle", "after", mirror="absent")  # overlap off never withholds the mirror
 
 
 def test_describe_and_standin_is_a_noop_off_cuda() -> None:
@@ -102,7 +127,10 @@ def test_describe_and_standin_is_a_noop_off_cuda() -> None:
         world = build_world(_cfg("specv2", "dropped"), dev)
         world.warmup_and_capture()
         d = world.describe()
-        assert d["mirror_producer"] == "relay" and d["needs_cpu_seq_lens"] is False
-        assert d["decode_batch_gets_mirror"] is False
-        assert d["captured_buckets"] == {"draft": [2, 3], "verify": [2, 3]}
+        assert d["needs_cpu_seq_lens"] is False and d["decode_batch_mirror"] == "absent"
+        assert d["captured_buckets"] == {
+            "draft": [2, 3],
+            "verify": [2, 3],
+            "draft_extend": [2, 3],
+        }
         assert d["forward"]["units"] == 0 and world.standin.measure_us() == 0.0

@@ -4,8 +4,8 @@ Entry points as upstream: ``init_forward_metadata`` (eager), ``init_forward_meta
 (host work before CUDA-graph capture or replay), ``init_forward_metadata_in_graph`` (device-only
 work recorded in the graph), ``_build_forward_metadata`` and ``needs_cpu_seq_lens``. What the
 code does with the host mirror ``seq_lens_cpu`` is decided by a variant policy
-(:mod:`harness.backend.variants`); everything else is shared. Row numbers refer to the sync
-table of reference section 3.
+(:mod:`harness.backend.variants`); everything else is shared. Ids such as ``F06`` name rows of
+the fidelity table (``harness/fidelity/upstream_syncs.yaml``).
 
 Regions: ``metadata/build`` (eager host build), ``metadata/eager`` (the eager device part),
 ``metadata/out_graph``, ``metadata/copy`` (into the captured objects), ``metadata/in_graph``;
@@ -24,11 +24,12 @@ from harness.backend import expand
 from harness.backend.config import BackendConfig
 from harness.backend.metadata import AnyMetadata, FullMetadata, RawDecodeMetadata, RawVerifyMetadata
 from harness.backend.variants import VariantPolicy, get_variant
-from harness.serving.batch import ForwardBatch, ForwardMode
-from harness.serving.pool import ReqToTokenPool
+from harness.batch.info import ForwardBatch, ForwardMode
+from harness.batch.pool import ReqToTokenPool
 from harness.sync import region
 
-# Upstream's persistent verify extend-lengths buffer (built on the first verify call, row 5).
+# Length of the verify extend-lengths buffer that a36c8731 and 504570f4 build on the first
+# verify (F05).
 VERIFY_LENS_BUFFER_LEN = 1025
 
 
@@ -69,14 +70,15 @@ class DeepseekV4AttnBackend:
     ):
         self.config = config
         self.policy = get_variant(variant if variant is not None else config.variant)
-        self.shape = config.shape
         self.pool = pool
         self.device = device
         self.req_to_token = pool.req_to_token
         self.full_to_swa = pool.full_to_swa
         assert pool.page_size == kernel_lib.KV_PAGE_SIZE, "the system hardcodes page_size=256"
         self.MAX_SEQ_LEN_FOR_CAPTURE = int(self.req_to_token.shape[1])
-        self.index_topk = self.shape.index_topk
+        if self.policy.has_max_context_len:
+            self.max_context_len = pool.cfg.context_len
+        self.index_topk = config.shape.index_topk
         self.ops = kernel_lib.get_ops(config.kernels)
         self.prep_in_graph = config.prep_in_graph
         self.num_draft_tokens = config.spec.draft_token_num if config.spec else None
@@ -88,6 +90,11 @@ class DeepseekV4AttnBackend:
             config.spec_configured, config.prep_in_graph
         )
         self.extend_seq_lens_buffer: torch.Tensor | None = None
+        if self.policy.verify_buffer_at_construction and self.num_draft_tokens is not None:
+            rows = int(self.req_to_token.shape[0])
+            self.extend_seq_lens_buffer = torch.full(
+                (rows,), self.num_draft_tokens, dtype=torch.int32, device=device
+            )
         self.forward_metadata: AnyMetadata | None = None
         # Objects the graphs were captured with, and the full metadata each graph produces.
         self.graph_metadata: dict[tuple[GraphBucket, int], AnyMetadata] = {}
@@ -97,6 +104,13 @@ class DeepseekV4AttnBackend:
     @property
     def variant(self) -> str:
         return self.policy.name
+
+    @property
+    def reads_runner_mirror(self) -> bool:
+        """Whether host lengths a CUDA-graph runner hands over are read at all (a stale
+        buffer is a hazard only then)."""
+        probe = torch.empty(0, dtype=torch.int64)
+        return self.policy.replay_mirror(probe, self.needs_cpu_seq_lens) is probe
 
     # ---- eager ----------------------------------------------------------------------------
     def init_forward_metadata(self, batch: ForwardBatch) -> None:
@@ -109,9 +123,7 @@ class DeepseekV4AttnBackend:
         with region("metadata/eager"):
             self.forward_metadata = self._complete(md)
 
-    def _build_forward_metadata(
-        self, batch: ForwardBatch, *, max_seq_len_override: int | None = None
-    ) -> AnyMetadata:
+    def _build_forward_metadata(self, batch: ForwardBatch) -> AnyMetadata:
         mode = batch.forward_mode
         rpi = batch.req_pool_indices
         seq_lens = batch.seq_lens.to(torch.int32)
@@ -119,30 +131,18 @@ class DeepseekV4AttnBackend:
         cap = self.MAX_SEQ_LEN_FOR_CAPTURE
         if mode.is_idle():  # empty batch: nothing to size, nothing to read
             return self._decode_metadata(cap, rpi, seq_lens, batch.out_cache_loc)
-        if max_seq_len_override is not None:
-            max_seq_len = max_seq_len_override
-        else:
-            max_seq_len = self.policy.max_seq_len_may_d2h(
-                batch.seq_lens, seq_lens_cpu, cap
-            )  # row 1
+        self.policy.check_build_mirror(seq_lens_cpu)  # F01
+        max_seq_len = self.policy.max_seq_len_may_d2h(batch.seq_lens, seq_lens_cpu, cap)  # F01
         if mode.is_decode():
             return self._decode_metadata(max_seq_len, rpi, seq_lens, batch.out_cache_loc)
         if mode.is_target_verify():
             return self.init_forward_metadata_target_verify(
                 max_seq_len, rpi, seq_lens, seq_lens_cpu, batch.out_cache_loc
             )
-        if mode.is_draft_extend():
-            return self.init_forward_metadata_draft_extend(
-                rpi,
-                seq_lens,
-                seq_lens_cpu,
-                batch.out_cache_loc,
-                self.draft_extend_num_tokens_per_req,
-                extend_lens_cpu=batch.extend_seq_lens_cpu,
-                extend_lens=batch.extend_seq_lens,
-            )
-        if mode.is_prefill():
-            return self.init_forward_metadata_prefill(max_seq_len, batch)
+        if mode.is_draft_extend() and self.policy.draft_extend_same_length:
+            return self._draft_extend_same_length(rpi, seq_lens, batch.out_cache_loc)
+        if mode.is_extend_like():
+            return self._prefill_like(batch, max_seq_len, compress=mode.is_prefill())
         raise NotImplementedError(f"unsupported mode {mode}")
 
     # ---- per-mode builders ------------------------------------------------------------------
@@ -154,6 +154,19 @@ class DeepseekV4AttnBackend:
             return raw
         return self._upgrade(raw, max_seq_len, keep_source=False)
 
+    def _verify_extend_lens(self, bs: int) -> torch.Tensor:
+        """The per-request verify lengths: a view of the persistent buffer."""
+        d = self.num_draft_tokens
+        if self.extend_seq_lens_buffer is None:
+            # F05: built from a host list straight onto the device, on the first call.
+            self.extend_seq_lens_buffer = torch.tensor(  # fidelity: F05
+                [d] * VERIFY_LENS_BUFFER_LEN, dtype=torch.int32, device=self.device
+            )
+        assert bs <= int(self.extend_seq_lens_buffer.shape[0])
+        if self.policy.verify_buffer_at_construction:
+            self.extend_seq_lens_buffer[:bs].fill_(d)
+        return self.extend_seq_lens_buffer[:bs]
+
     def init_forward_metadata_target_verify(
         self,
         max_seq_len: int,
@@ -164,64 +177,63 @@ class DeepseekV4AttnBackend:
     ) -> AnyMetadata:
         d = self.num_draft_tokens
         assert d is not None, "TARGET_VERIFY needs a speculative config"
-        bs = int(seq_lens.shape[0])
-        if self.extend_seq_lens_buffer is None:
-            # Row 5: built from a host list straight onto the device, on the first call.
-            self.extend_seq_lens_buffer = torch.tensor(
-                [d] * VERIFY_LENS_BUFFER_LEN, dtype=torch.int32, device=self.device
-            )
-        assert bs <= VERIFY_LENS_BUFFER_LEN
-        self.extend_seq_lens_buffer[:bs].fill_(d)
-        extend_seq_lens = self.extend_seq_lens_buffer[:bs]
         if self.prep_in_graph:
-            host = self.policy.verify_seq_lens_list_may_d2h(seq_lens, seq_lens_cpu)  # row 3
-            return RawVerifyMetadata(rpi, seq_lens, out_cache_loc, extend_seq_lens, host)
-        # Prep off: the older path expands on the host from the device lengths (row 4).
-        lens = seq_lens.tolist()
-        exp = expand.expand_loop_may_d2h(
-            [x + d for x in lens], [d] * bs, rpi, int(out_cache_loc.shape[0]), self.device
-        )
+            host = self.policy.verify_lens_host_may_d2h(
+                seq_lens, seq_lens_cpu, self.needs_cpu_seq_lens
+            )  # F03
+            ext = self._verify_extend_lens(int(seq_lens.shape[0]))
+            return RawVerifyMetadata(rpi, seq_lens, out_cache_loc, ext, host)
+        lens = self.policy.verify_prep_off_lens_may_d2h(seq_lens, seq_lens_cpu)  # F04
+        bs = len(lens)
+        host = [int(x) + d for x in lens]
+        if self.policy.loop_expansion_reads_pad:
+            exp = expand.expand_loop_may_d2h(
+                host, [d] * bs, rpi, int(out_cache_loc.shape[0]), self.device
+            )  # F09
+        else:
+            exp = expand.expand_device(self.ops, seq_lens + d, d, rpi, int(out_cache_loc.shape[0]))
         return self._full(exp, out_cache_loc, max_seq_len, compress=True)
 
-    def init_forward_metadata_draft_extend(
-        self,
-        rpi: torch.Tensor,
-        seq_lens: torch.Tensor,
-        seq_lens_cpu: torch.Tensor | None,
-        out_cache_loc: torch.Tensor,
-        num_tokens_per_req: int,
-        *,
-        extend_lens_cpu: list[int] | None = None,
-        extend_lens: torch.Tensor | None = None,
+    def _draft_extend_same_length(
+        self, rpi: torch.Tensor, seq_lens: torch.Tensor, out_cache_loc: torch.Tensor
     ) -> FullMetadata:
-        bs = int(seq_lens.shape[0])
-        padded = int(out_cache_loc.shape[0])
-        ext_list = extend_lens_cpu if extend_lens_cpu is not None else [num_tokens_per_req] * bs
-        host = self.policy.extend_seq_lens_list_may_d2h(seq_lens, seq_lens_cpu)  # rows 2 / 8
-        if host is not None:
-            exp = expand.expand_loop_may_d2h(host, ext_list, rpi, padded, self.device)  # row 9
-        else:
-            uniform = extend_lens is None or all(e == num_tokens_per_req for e in ext_list)
-            ext = num_tokens_per_req if uniform else extend_lens
-            exp = expand.expand_device(self.ops, seq_lens, ext, rpi, padded)
-        # SWA only: a one-page page-table placeholder and no compression metadata.
+        """a9cf5e68: every request extends by the same count, expanded on the device; SWA only,
+        with a one-page page-table placeholder. No host lengths, no device read."""
+        n = self.draft_extend_num_tokens_per_req
+        exp = expand.expand_device(self.ops, seq_lens, n, rpi, int(out_cache_loc.shape[0]))
         return self._full(exp, out_cache_loc, self.pool.page_size, compress=False)
 
-    def init_forward_metadata_prefill(self, max_seq_len: int, batch: ForwardBatch) -> FullMetadata:
-        ext_list = batch.extend_seq_lens_cpu
-        ext = batch.extend_seq_lens
-        assert ext_list is not None and ext is not None, "prefill needs extend lengths"
-        host = self.policy.extend_seq_lens_list_may_d2h(batch.seq_lens, batch.seq_lens_cpu)  # row 2
+    def _draft_extend_from_host(
+        self, rpi: torch.Tensor, seq_lens: torch.Tensor, host: list[int], out: torch.Tensor
+    ) -> FullMetadata:
+        """The draft-extend graph bucket of a36c8731 / 504570f4: the per-request loop
+        expansion from host lengths, SWA only."""
+        n = self.draft_extend_num_tokens_per_req
+        bs = len(host)
+        ext = [n] * bs
+        if self.policy.loop_expansion_reads_pad:
+            exp = expand.expand_loop_may_d2h(host, ext, rpi, int(out.shape[0]), self.device)
+        else:
+            exp = expand.expand_device(self.ops, seq_lens, n, rpi, int(out.shape[0]))
+        return self._full(exp, out, self.MAX_SEQ_LEN_FOR_CAPTURE, compress=False)
+
+    def _prefill_like(
+        self, batch: ForwardBatch, max_seq_len: int, *, compress: bool
+    ) -> FullMetadata:
+        """The prefill branch of ``_build_forward_metadata``: EXTEND, and the eager
+        draft-extend of a36c8731 / 504570f4 (``compress=False``: SWA only, no plans)."""
+        ext_list, ext = batch.extend_seq_lens_cpu, batch.extend_seq_lens
+        assert ext_list is not None and ext is not None, "extend batches need extend lengths"
+        host = self.policy.extend_lens_host_may_d2h(batch.seq_lens, batch.seq_lens_cpu)  # F02
         padded = int(batch.out_cache_loc.shape[0])
         rpi = batch.req_pool_indices
+        # extend_start_loc is set, so the expansion is the vectorized, device-only one
+        assert batch.extend_start_loc is not None, "extend batches carry extend_start_loc"
         exp = expand.expand_device(self.ops, batch.seq_lens, ext, rpi, padded)
-        fm = self._full(exp, batch.out_cache_loc, max_seq_len, compress=True)
-        for ratio, name in ((4, "c4_compress_plan"), (128, "c128_compress_plan")):
-            if host is not None:  # row 14: host plan, pinned buffer, async copy
-                plan = expand.compressor_plan_host(host, ext_list, ratio, self.device)
-            else:
-                plan = expand.compressor_plan_device(batch.seq_lens, ext, ratio)
-            setattr(fm, name, plan)
+        fm = self._full(exp, batch.out_cache_loc, max_seq_len, compress=compress)
+        if compress:  # compressor plans from host lists: pinned buffer, async copy
+            fm.c4_compress_plan = expand.compressor_plan_host(host, ext_list, 4, self.device)
+            fm.c128_compress_plan = expand.compressor_plan_host(host, ext_list, 128, self.device)
         return fm
 
     def _full(
@@ -310,14 +322,15 @@ class DeepseekV4AttnBackend:
         bs = batch.batch_size
         dev = self.device
         rpi, seq_lens = batch.req_pool_indices, batch.seq_lens
+        flag = self.needs_cpu_seq_lens
         if in_capture:
             # The captured graph does no real cache writes: dummy out-locations (sized below).
             out_cache_loc = torch.zeros(0, dtype=torch.int64, device=dev)
-            _seq_lens_sum = int(seq_lens.sum().item())  # row 6: capture only
-            seq_lens_cpu = seq_lens.cpu()  # row 6: capture only
+            _seq_lens_sum = int(seq_lens.sum().item())  # fidelity: F06a
+            seq_lens_cpu = self.policy.capture_mirror_may_d2h(seq_lens, flag)  # F06
         else:
             out_cache_loc = batch.out_cache_loc
-            seq_lens_cpu = batch.seq_lens_cpu
+            seq_lens_cpu = self.policy.replay_mirror(batch.seq_lens_cpu, flag)  # F07
         if mode.is_idle():
             seq_lens = torch.ones(bs, dtype=torch.int64, device=dev)
             seq_lens_cpu = torch.ones(bs, dtype=torch.int64)
@@ -326,9 +339,9 @@ class DeepseekV4AttnBackend:
         seq_lens = seq_lens[:bs].to(torch.int32)
         rpi = rpi[:bs]
         cap = self.MAX_SEQ_LEN_FOR_CAPTURE
-        if seq_lens_cpu is not None:
+        if seq_lens_cpu is not None:  # a host op on the runner's buffer
             seq_lens_cpu = seq_lens_cpu[:bs]
-        self.policy.check_replay_mirror(seq_lens_cpu, bs, cap)  # row 7
+            assert int(seq_lens_cpu.max()) <= cap
 
         def padded(n_tokens: int) -> torch.Tensor:
             return F.pad(out_cache_loc, (0, n_tokens - int(out_cache_loc.shape[0])), value=0)
@@ -341,11 +354,11 @@ class DeepseekV4AttnBackend:
             return bucket, self.init_forward_metadata_target_verify(
                 cap, rpi, seq_lens, seq_lens_cpu, out
             )
-        n = self.draft_extend_num_tokens_per_req
-        temp = self.init_forward_metadata_draft_extend(
-            rpi, seq_lens, seq_lens_cpu, padded(n * bs), n
-        )
-        return bucket, temp
+        out = padded(self.draft_extend_num_tokens_per_req * bs)
+        if self.policy.draft_extend_same_length:
+            return bucket, self._draft_extend_same_length(rpi, seq_lens, out)
+        host = self.policy.extend_lens_host_may_d2h(seq_lens, seq_lens_cpu)  # F08 (as F02)
+        return bucket, self._draft_extend_from_host(rpi, seq_lens, host, out)
 
     def replay_cuda_graph_metadata_from(
         self, bs: int, temp: AnyMetadata, bucket: GraphBucket
@@ -380,10 +393,13 @@ class DeepseekV4AttnBackend:
 
     # ---- forward time ---------------------------------------------------------------------
     def sparse_prefill_workspace_len_d2h(self, batch: ForwardBatch) -> int:
-        """Sparse prefill sizes its SWA workspace from ``int(swa_offsets[-1].item())``: one
-        D2H per prefill chunk at forward time. Call it inside the ``step/forward`` region."""
+        """Sparse prefill (``_forward_prefill_sparse``) requires the host mirror (F11) and
+        sizes its SWA workspace from ``int(swa_offsets[-1].item())`` (F10): one D2H per prefill
+        forward. Call it inside the ``step/forward`` region."""
         assert batch.forward_mode.is_prefill() and batch.extend_seq_lens is not None
+        seq_lens_cpu = batch.seq_lens_cpu
+        assert seq_lens_cpu is not None  # fidelity: F11
         ext = batch.extend_seq_lens.to(torch.int64)
         per_req = torch.minimum(batch.seq_lens.to(torch.int64), ext + kernel_lib.SWA_WINDOW - 1)
         swa_offsets = torch.cumsum(per_req, 0)
-        return int(swa_offsets[-1].item())
+        return int(swa_offsets[-1].item())  # fidelity: F10

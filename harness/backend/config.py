@@ -2,62 +2,27 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import kernels as kernel_lib
-from harness.serving.batch import SpecInfo
+from harness.batch.info import SpecInfo
 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the metadata depends on: the compress ratio of every layer and the indexer's top-k.
+    """What the metadata depends on beyond the batch: the indexer's top-k.
 
-    Metadata is built once per step and shared by all layers, so the layer list only decides
-    which ratios are present (and is reported with results)."""
+    Metadata is built once per step and shared by all layers, and both models have layers at
+    compress ratios 4 and 128 (Flash: 43 layers, 2 at ratio 0, 21 at 4, 20 at 128; Pro: 61
+    layers, 30 at 4, 31 at 128), so the layer list does not change it."""
 
     name: str
-    layer_ratios: tuple[int, ...]
     index_topk: int
-    head_dim: int = 512
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layer_ratios)
-
-    @property
-    def present_ratios(self) -> tuple[int, ...]:
-        return tuple(sorted(set(self.layer_ratios)))
-
-    @property
-    def has_c4(self) -> bool:
-        return 4 in self.layer_ratios
-
-    @property
-    def has_c128(self) -> bool:
-        return 128 in self.layer_ratios
-
-    def layers_by_ratio(self) -> dict[int, int]:
-        return dict(sorted(Counter(self.layer_ratios).items()))
 
 
-def _interleave(first: int, n_first: int, second: int, n_second: int) -> tuple[int, ...]:
-    out: list[int] = []
-    for i in range(max(n_first, n_second)):
-        if i < n_first:
-            out.append(first)
-        if i < n_second:
-            out.append(second)
-    return tuple(out)
-
-
-# Flash: 43 layers (2 dense-SWA at ratio 0, then ratio 4 and 128 alternating: 21 + 20).
-# Pro: 61 layers (31 at ratio 128, 30 at ratio 4).
 MODEL_SHAPES: dict[str, ModelShape] = {
-    "flash": ModelShape(
-        "flash", (0, 0, *_interleave(4, 21, 128, 20)), index_topk=kernel_lib.INDEX_TOPK_FLASH
-    ),
-    "pro": ModelShape("pro", _interleave(128, 31, 4, 30), index_topk=kernel_lib.INDEX_TOPK_PRO),
+    "flash": ModelShape("flash", index_topk=kernel_lib.INDEX_TOPK_FLASH),
+    "pro": ModelShape("pro", index_topk=kernel_lib.INDEX_TOPK_PRO),
 }
 
 

@@ -1,8 +1,5 @@
-"""Host-side helpers of the metadata paths: the per-request loop expansion (row 9), the
-compressor plans (row 14) and the per-token core metadata built from an expansion.
-
-Rows refer to the sync table of reference section 3.
-"""
+"""Helpers of the metadata paths: the per-request loop expansion (F09), the device-only
+expansion, the compressor plans and the per-token core metadata built from an expansion."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import torch.nn.functional as F
 
 import kernels as kernel_lib
 from harness.backend.metadata import FullMetadata
-from harness.serving.batch import host_to_device_async
+from harness.batch.info import host_to_device_async
 
 # Token layout of an expansion: (token_req int64 [N], token_pool_idx int64 [N],
 # seq_lens_casual int32 [N]).
@@ -27,9 +24,10 @@ def expand_loop_may_d2h(
     padded_num_tokens: int,
     device: torch.device,
 ) -> Expansion:
-    """Row 9, the older prefill-style expansion used by draft-extend and by verify with prep
-    off: two small kernels per request from host lists, then padding to the captured token
-    count. The pad value of the pool indices is read back from the device (``.item()``)."""
+    """The per-request expansion of a36c8731 / 504570f4 (``expand_prefill_casually`` without
+    ``extend_start_loc``: verify with prep off, the draft-extend graph bucket): two small
+    kernels per request from host lists, then padding to the captured token count, whose pad
+    value is read back from the device (``.item()``, F09)."""
     bs = len(seq_lens)
     num_tokens = int(sum(extend_lens))
     seq_parts: list[torch.Tensor] = []
@@ -44,14 +42,14 @@ def expand_loop_may_d2h(
     else:
         seq_lens_casual = torch.zeros(0, dtype=torch.int32, device=device)
         pool_idx = torch.zeros(0, dtype=torch.int64, device=device)
-    ext_dev = host_to_device_async(extend_lens, torch.int64, device)  # row 11
-    token_req = torch.repeat_interleave(  # row 12: output_size given, no sync
+    ext_dev = host_to_device_async(extend_lens, torch.int64, device)
+    token_req = torch.repeat_interleave(  # output_size given: no sync
         torch.arange(bs, dtype=torch.int64, device=device), ext_dev, output_size=num_tokens
     )
     pad = padded_num_tokens - num_tokens
     if pad > 0:
         seq_lens_casual = F.pad(seq_lens_casual, (0, pad), value=1)
-        pad_value = int(pool_idx[-1].item())  # row 9: D2H when padded
+        pad_value = int(pool_idx[-1].item())  # fidelity: F09
         pool_idx = F.pad(pool_idx, (0, pad), value=pad_value)
         token_req = F.pad(token_req, (0, pad), value=bs - 1)
     return token_req, pool_idx, seq_lens_casual
@@ -64,7 +62,8 @@ def expand_device(
     req_pool_indices: torch.Tensor,
     padded_num_tokens: int,
 ) -> Expansion:
-    """Device-only expansion (rows 12/13): base = seq_lens - extend_lens; no host lists."""
+    """Device-only expansion (the vectorized one): base = seq_lens - extend_lens; no host
+    lists, no device read."""
     if isinstance(extend_lens, int):
         base = seq_lens.to(torch.int64) - extend_lens
     else:
@@ -76,8 +75,9 @@ def expand_device(
 def compressor_plan_host(
     seq_lens: Sequence[int], extend_lens: Sequence[int], ratio: int, device: torch.device
 ) -> torch.Tensor:
-    """Row 14: planned on the host from lists into a new pinned buffer, then an async copy.
-    Per request: (first compressed group written, groups completed, first token)."""
+    """Compressor plan of a prefill: planned on the host from lists into a new pinned buffer,
+    then an async copy. Per request: (first compressed group written, groups completed, first
+    token)."""
     rows, start = [], 0
     for length, ext in zip(seq_lens, extend_lens):
         first = (int(length) - int(ext)) // ratio
@@ -86,18 +86,6 @@ def compressor_plan_host(
     staged = torch.tensor(rows, dtype=torch.int32, pin_memory=device.type != "cpu")
     staged = staged.reshape(-1, 3)
     return staged.to(device, non_blocking=True)
-
-
-def compressor_plan_device(
-    seq_lens: torch.Tensor, extend_lens: torch.Tensor, ratio: int
-) -> torch.Tensor:
-    """The same plan from device lengths (the `dropped` variant): no host lists."""
-    lens = seq_lens.to(torch.int64)
-    ext = extend_lens.to(torch.int64)
-    first = torch.div(lens - ext, ratio, rounding_mode="floor")
-    groups = torch.div(lens, ratio, rounding_mode="floor") - first
-    start = torch.cumsum(ext, 0) - ext
-    return torch.stack([first, groups, start], dim=1).to(torch.int32)
 
 
 def full_from_expansion(
@@ -112,7 +100,7 @@ def full_from_expansion(
     compress: bool,
     topk_cluster_threshold: int,
 ) -> FullMetadata:
-    """Core metadata (row 13) from an expansion, plus compression metadata if asked."""
+    """Core metadata from an expansion, plus compression metadata if asked."""
     token_req, pool_idx, lens = exp
     num_pages = kernel_lib.num_pages_for(max_seq_len)
     swa, swa_len = ops.swa_indices(req_to_token, pool_idx, lens, full_to_swa)

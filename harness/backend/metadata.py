@@ -11,7 +11,7 @@ import torch
 
 from kernels import FullMetadataTensors
 
-# Fields of reference section 4, in report order. The compression fields are None for
+# Fields of ``kernels.api.FullMetadataTensors``, in report order. The compression fields are None for
 # draft-extend (SWA only upstream: need_compress=False).
 CORE_FIELDS = (
     "token_req",
@@ -61,7 +61,7 @@ class RawVerifyMetadata:
     seq_lens: torch.Tensor  # int32 [bs], committed length before the draft tokens
     out_cache_loc: torch.Tensor  # int64 [bs * D]
     extend_seq_lens: torch.Tensor  # int32 [bs], a view of the persistent 1025-long buffer
-    seq_lens_cpu: list[int] | None = None  # host lengths (row 3); None without the mirror
+    seq_lens_cpu: list[int] | None = None  # host lengths (F03); None without the mirror
 
     def copy_(self, other: RawVerifyMetadata) -> None:
         self.req_pool_indices.copy_(other.req_pool_indices)
@@ -73,7 +73,7 @@ class RawVerifyMetadata:
 
 @dataclass
 class FullMetadata:
-    """Full metadata of one step (reference section 4), shared by all layers."""
+    """Full metadata of one step (``kernels.api.FullMetadataTensors``), shared by all layers."""
 
     token_req: torch.Tensor
     token_pool_idx: torch.Tensor
@@ -95,7 +95,7 @@ class FullMetadata:
     c4_sparse_topk_lengths: torch.Tensor | None = None
     c4_sparse_page_indices: torch.Tensor | None = None
     indexer_topk_schedule: torch.Tensor | None = None
-    # Prefill only (row 14): per request and ratio (first group, groups completed, token start).
+    # Prefill only: per request and ratio (first group, groups completed, token start).
     c4_compress_plan: torch.Tensor | None = None
     c128_compress_plan: torch.Tensor | None = None
     # Draft decode with prep off: the shared [bs * topk * num_steps] out-location buffer, so

@@ -15,8 +15,8 @@ from harness.backend.backend import DeepseekV4AttnBackend, GraphBucket
 from harness.backend.config import BackendConfig
 from harness.backend.metadata import FullMetadata
 from harness.backend.variants import VariantPolicy
-from harness.serving.batch import ForwardBatch
-from harness.serving.pool import ReqToTokenPool
+from harness.batch.info import ForwardBatch
+from harness.batch.pool import ReqToTokenPool
 from harness.sync import region
 
 

@@ -1,5 +1,5 @@
 """An independent, obviously-correct model of the full metadata: plain Python loops, one token
-at a time, from host lists (reference section 4). Tests and GPU checks compare the backend
+at a time, from host lists (the semantics of ``kernels.api.FullMetadataTensors``). Tests and GPU checks compare the backend
 against it. Slow by design; use it on small batches only.
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.backend.metadata import COMPRESS_FIELDS, CORE_FIELDS
-from harness.serving.batch import ForwardMode
+from harness.batch.info import ForwardMode
 
 PAGE = 256
 WINDOW = 128

@@ -10,8 +10,8 @@ import torch
 
 from harness.backend.backend import DeepseekV4AttnBackend
 from harness.backend.oracle import OracleCase
-from harness.serving.batch import ForwardBatch, ForwardMode, SpecInfo, make_batch
-from harness.serving.pool import PoolConfig, ReqToTokenPool
+from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo, make_batch
+from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.sync import host_values
 
 
@@ -64,6 +64,21 @@ def reserve_for(pool: ReqToTokenPool, rows: list[int], case: CaseSpec, seed: int
         r = rng.choice([r for r in rows if done[r] < need[r]])
         done[r] = min(need[r], done[r] + rng.randint(1, 300))
         pool.reserve(r, done[r])
+
+
+def expected_span(
+    backend: DeepseekV4AttnBackend, case: CaseSpec, *, mirror: bool, graph: bool
+) -> int:
+    """The page-table span (``max_seq_len``) the backend builds a case's metadata with."""
+    if case.mode.is_draft_extend() and backend.policy.draft_extend_same_length:
+        return backend.pool.page_size  # SWA only: a one-page placeholder (a9cf5e68)
+    in_graph = backend.prep_in_graph and case.mode in (
+        ForwardMode.DECODE,
+        ForwardMode.TARGET_VERIFY,
+    )
+    if graph or in_graph or (not mirror and backend.variant == "dropped"):
+        return backend.MAX_SEQ_LEN_FOR_CAPTURE
+    return max(case.seq_lens)
 
 
 def out_locations(pool: ReqToTokenPool, rows: list[int], case: CaseSpec) -> list[int]:

@@ -82,8 +82,13 @@ def _run_one(cfg: WorldConfig, device: torch.device) -> tuple[object, dict, floa
     world.warmup_and_capture()
     capture_s = time.perf_counter() - t0
     info = world.step()
-    world.synchronize()
+    _drain(device)
     return info, world, capture_s
+
+
+def _drain(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def check_bucket(
@@ -137,7 +142,7 @@ def check_full_capture(mode: str, batch_size: int, model: str, seed: int, steps:
     for _ in range(steps):
         info = world.step()
         paths.update(f"{p.forward_mode}:{p.path}" for p in info.passes)
-    world.synchronize()
+    _drain(world.device)
     graphs = sum(len(r.graphs) for r in world.runners.values())
     return {
         "mode": mode, "batch_size": batch_size, "graphs": graphs, "capture_s": round(capture_s, 2),

@@ -43,7 +43,7 @@ WorldBuilder = Callable[[Scenario, Cell, torch.device], World]
 
 
 def world_config_kwargs(sc: Scenario, cell: Cell) -> dict[str, Any]:
-    """Scenario + cell -> WorldConfig fields (CONTRACTS.md names)."""
+    """Scenario + cell -> WorldConfig fields."""
     kw: dict[str, Any] = {
         "model": sc.model,
         "variant": cell.variant,
@@ -56,6 +56,7 @@ def world_config_kwargs(sc: Scenario, cell: Cell) -> dict[str, Any]:
         "cuda_graph": sc.cuda_graph,
         "cuda_graph_max_bs": sc.cuda_graph_max_bs,
         "prep_in_graph": sc.prep_in_graph,
+        "speculative": sc.spec is not None,
         "forward_us": sc.forward_us,
         "kernels": sc.kernels,
     }
@@ -113,11 +114,8 @@ def _short(filename: str) -> str:
 
 
 def effective_mirror(world: Any) -> str | None:
-    """'present' / 'absent': what `mirror: auto` resolved to (the world's `want_mirror`)."""
-    want = getattr(world, "want_mirror", None)
-    if want is None:
-        return None
-    return "present" if want else "absent"
+    """'present' / 'absent': whether the world's decode batches carry the host mirror."""
+    return getattr(world, "decode_mirror", None)
 
 
 def finding_row_parts(f: Any) -> tuple[Any, str, str, str, str]:

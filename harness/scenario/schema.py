@@ -17,7 +17,7 @@ from typing import Any, Union
 from harness.errors import InputError
 
 MODELS = ("flash", "pro")
-SERVING_MODES = ("nonspec", "eagle", "specv2")
+SERVING_MODES = ("nonspec", "eagle", "specv2", "direct")
 MIRRORS = ("auto", "present", "absent")
 KERNEL_IMPLS = ("torch", "triton")
 DEFAULT_VARIANTS = ("before", "after", "dropped")
@@ -109,7 +109,10 @@ class Scenario:
     mirror: list[str] = field(
         default_factory=lambda: ["auto"],
         metadata=_spec(
-            "host mirror: auto, or forced present/absent", choices=MIRRORS, nonempty=True
+            "host mirror: auto (what upstream serving does), or forced present/absent where "
+            "the serving mode has that switch (specv2: the relay; direct)",
+            choices=MIRRORS,
+            nonempty=True,
         ),
     )
     cuda_graph: bool = field(default=True, metadata=_spec("replay CUDA graphs when a bucket fits"))
@@ -125,13 +128,14 @@ class Scenario:
     )
     kernels: str = field(default="torch", metadata=_spec("metadata kernels", choices=KERNEL_IMPLS))
     spec: SpecConfig | None = field(
-        default=None, metadata=_spec("EAGLE settings (eagle and specv2 only)")
+        default=None,
+        metadata=_spec("EAGLE settings (eagle and specv2; direct: drive EAGLE's passes)"),
     )
     steps: StepsConfig = field(default_factory=StepsConfig, metadata=_spec("step counts"))
 
     @property
     def is_spec(self) -> bool:
-        return self.serving_mode != "nonspec"
+        return self.serving_mode in ("eagle", "specv2")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,8 +274,19 @@ def schema_type_at(dotted: str, src: Source) -> Any:
 
 def check_consistency(sc: Scenario, src: Source) -> Scenario:
     """Rules that involve several keys."""
+    from harness.serving.modes import get_serving_mode  # the modes say which mirrors they take
+
     if sc.serving_mode == "nonspec" and sc.spec is not None:
-        _fail("only for serving_mode eagle or specv2", src, "spec")
+        _fail("only for serving_mode eagle, specv2 or direct", src, "spec")
+    allowed = get_serving_mode(sc.serving_mode).mirror_settings
+    for m in sc.mirror:
+        if m not in allowed:
+            _fail(
+                f"{m!r} is not a choice with serving_mode {sc.serving_mode} "
+                f"(expected one of {', '.join(allowed)})",
+                src,
+                "mirror",
+            )
     if sc.is_spec and sc.spec is None:
         sc.spec = SpecConfig()
     if sc.spec is not None and sc.spec.draft_tokens != sc.spec.steps + sc.spec.topk:

@@ -3,9 +3,10 @@
 The host-side sequence follows sglang's decode / verify / draft-decode runners:
 
 capture (per bucket, largest first)
-    static batch over the runner's buffers -> ``init_forward_metadata_out_graph(in_capture=True)``
-    -> warm-up of the graph body (twice) -> capture of the body, where the body is
-    ``init_forward_metadata_in_graph`` + the stand-in forward.
+    static batch over the runner's buffers -> the runner's ``seq_lens.sum().item()`` (S05) ->
+    ``init_forward_metadata_out_graph(in_capture=True)`` -> warm-up of the graph body (twice)
+    -> capture of the body, where the body is ``init_forward_metadata_in_graph`` + the
+    stand-in forward.
 replay
     copy the batch into the static buffers (padded rows: seq_len 1, request row 0, KV slot 0)
     -> ``init_forward_metadata_out_graph`` on the static batch -> replay.
@@ -14,9 +15,10 @@ On CUDA the body is a real ``torch.cuda.CUDAGraph``. On the emulated device (gra
 emulated) the "graph" is the body itself, run at replay: the host sequence is the same and the
 in-graph part is checked for syncs like any other code.
 
-The decode / verify runner always hands the backend its own host length buffer as
-``seq_lens_cpu`` and refreshes it only when the batch carries a mirror, so without a mirror the
-backend sees stale lengths (as upstream). The draft-decode runner hands ``None`` instead.
+The decode / verify and draft-extend runners always hand the backend their own host length
+buffer as ``seq_lens_cpu`` and refresh it only when the batch carries a mirror, so without a
+mirror the backend sees stale lengths (as upstream). The draft-decode runner hands ``None``
+instead.
 Every pass reports the host lengths the backend was given so the world can flag stale ones.
 """
 
@@ -29,7 +31,7 @@ from typing import Any
 
 import torch
 
-from harness.serving.batch import ForwardBatch, ForwardMode, SpecInfo
+from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo
 from harness.serving.buckets import (
     PAD_OUT_CACHE_LOC,
     PAD_REQ_POOL_INDEX,
@@ -49,14 +51,6 @@ class PassRecord:
     batch_size: int
     bucket: int | None  # padded size on the graph path
     host_lens_used: torch.Tensor | None = field(default=None, repr=False)  # [batch_size] host
-
-
-class MetadataBackend:
-    """The backend surface the runner drives (documentation only; duck-typed)."""
-
-    def init_forward_metadata(self, batch: ForwardBatch) -> None: ...
-    def init_forward_metadata_out_graph(self, batch: ForwardBatch, in_capture: bool) -> None: ...
-    def init_forward_metadata_in_graph(self, batch: ForwardBatch) -> None: ...
 
 
 class GraphRunner:
@@ -137,6 +131,8 @@ class GraphRunner:
             self.forward()
 
         with tags(forward_mode=self.forward_mode.name, path="capture"), region("step"):
+            with region("graph/prepare"):
+                _seq_lens_sum = int(fb.seq_lens.sum().item())  # fidelity: S05
             backend.init_forward_metadata_out_graph(fb, in_capture=True)
             with region("graph/capture"):
                 if self.real_graphs:

@@ -1,24 +1,26 @@
-"""Producers of the host mirror ``seq_lens_cpu`` (reference section 1), as registered strategies.
+"""The host mirror ``seq_lens_cpu``: how each serving mode produces it, and the relay.
 
-| producer     | serving mode                     | syncs per step                                  |
-| ------------ | -------------------------------- | ----------------------------------------------- |
-| host_known   | no speculative decoding          | 0: the scheduler adds 1 per decode on the host  |
-| relay        | EAGLE, overlap scheduler on      | 1 stream synchronize, only when the mirror is wanted |
-| blocking     | EAGLE, overlap scheduler off     | 1 blocking ``.to("cpu")``, wanted or not        |
-| none         | what-if: no mirror at all        | 0                                               |
+Upstream (sglang a36c8731 / 504570f4 / a9cf5e68), per serving mode:
 
-"Wanted" is the backend's ``needs_cpu_seq_lens`` (or a what-if override). When the mirror is
-not wanted the batch gets ``seq_lens_cpu = None`` and ``seq_lens_sum = None``, as upstream.
+| serving mode                  | where the host gets seq_lens                         | syncs per step |
+| ----------------------------- | ---------------------------------------------------- | -------------- |
+| no speculative decoding       | the scheduler knows them (adds 1 per decode)         | 0              |
+| EAGLE, overlap scheduler off  | ``new_seq_lens.to("cpu")`` after every step (S03)    | 1, always      |
+| EAGLE, overlap on ("spec-v2") | the relay, for decode batches only (S01)             | 1 when wanted  |
 
-The device side of the relay (``LengthRelay``) is sglang's FutureMap length buffer: indexed by
-request-pool row, the verify publishes new lengths into it and records an event; the next step
-gathers ``seq_lens`` from it on the device and, when the mirror is wanted, pulls the whole
-buffer through a private stream into pinned host memory.
+Prefill batches always carry the lengths the scheduler knows. The backends' flag
+``needs_cpu_seq_lens`` has one consumer: the spec-v2 relay (``FutureMap.resolve_seq_lens_cpu``),
+which for a decode batch with the flag False sets ``seq_lens_cpu`` and ``seq_lens_sum`` to None.
+
+``LengthRelay`` is the device side of that relay (the FutureMap length buffer): indexed by
+request-pool row, the worker publishes new lengths into it and records an event; the next
+decode gathers ``seq_lens`` from it on the device and, when the mirror is wanted, pulls the
+whole buffer through a private stream into pinned host memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +36,32 @@ class Mirror:
     @staticmethod
     def absent() -> Mirror:
         return Mirror(None, None)
+
+    @staticmethod
+    def of_host(lens: Sequence[int]) -> Mirror:
+        """Lengths the host already knows (a host op, no sync)."""
+        host = torch.tensor(list(lens), dtype=torch.int64)
+        return Mirror(host, int(sum(lens)))
+
+    def shifted(self, by: int) -> Mirror:
+        """The same mirror with every length grown by ``by`` (host ops)."""
+        if self.seq_lens_cpu is None:
+            return self
+        bs = int(self.seq_lens_cpu.shape[0])
+        return Mirror(self.seq_lens_cpu + by, self.seq_lens_sum + by * bs)
+
+
+def host_known_mirror(lens: Sequence[int]) -> Mirror:
+    """The scheduler's own lengths handed to the batch (no speculation, every prefill)."""
+    with region("scheduler/mirror"):
+        return Mirror.of_host(lens)
+
+
+def blocking_copy_d2h(new_seq_lens: torch.Tensor) -> list[int]:
+    """Overlap scheduler off: after every speculative step, decode and prefill, the scheduler
+    copies the new lengths to the host with a blocking ``.to("cpu")`` (S03)."""
+    with region("scheduler/mirror"):
+        return new_seq_lens.to("cpu").tolist()  # fidelity: S03
 
 
 def _uses_streams(device: torch.device) -> bool:
@@ -54,21 +82,26 @@ class LengthRelay:
         self.d2h_stream = None
         self.publish_ready = None  # created at the first publish, as upstream
 
-    def _lazy_host_side(self) -> None:
-        # Streams and pinned memory are made on first use so a relay built outside the
-        # emulated-device context still gets emulated objects when it runs inside it.
-        if self.pinned is None:
+    def _host_side(self) -> bool:
+        """The pinned buffer and private stream exist on CUDA only (elsewhere upstream takes
+        the plain ``.cpu()`` path). Made on first use, so that a relay built outside the
+        emulated-device context still gets emulated objects when it runs inside it."""
+        if self._streams and self.pinned is None:
             self.pinned = torch.empty(self.req_pool_size, dtype=torch.int64, pin_memory=True)
             self.d2h_stream = torch.cuda.Stream()
+        return self._streams
 
     def publish(self, req_pool_indices: torch.Tensor, new_seq_lens: torch.Tensor) -> None:
-        """Worker side, after verify: scatter the new lengths, then record the ready event."""
+        """Worker side (``on_publish``): scatter the new lengths, then record the ready event,
+        chained after the previous one (device-side waits, no host block)."""
         if req_pool_indices.shape[0] == 0:
             return
         self.new_seq_lens_buf[req_pool_indices] = new_seq_lens.to(torch.int64)
         if self._streams:
             if self.publish_ready is None:
                 self.publish_ready = torch.cuda.Event()
+            else:
+                torch.cuda.current_stream().wait_event(self.publish_ready)
             self.publish_ready.record()
 
     def resolve_seq_lens(self, req_pool_indices: torch.Tensor) -> torch.Tensor:
@@ -78,117 +111,18 @@ class LengthRelay:
             torch.cuda.current_stream().wait_event(self.publish_ready)
         return self.new_seq_lens_buf[req_pool_indices]
 
-    def pull_mirror_syncs(self, req_pool_indices_cpu: Sequence[int]) -> Mirror:
-        """The mirror via the private stream: wait the publish event there, copy the whole
-        buffer into pinned memory non-blocking, then synchronize that stream (1 sync)."""
-        if not self._streams:  # plain CPU tensors: upstream's non-CUDA bootstrap `.cpu()`
-            lens = self.new_seq_lens_buf[list(req_pool_indices_cpu)].cpu()
-            return Mirror(lens, int(lens.sum()))
-        self._lazy_host_side()
-        if self.publish_ready is not None:
+    def pull_mirror_syncs(self, seq_lens: torch.Tensor, rows: Sequence[int]) -> Mirror:
+        """The mirror of a decode batch whose backends want it: wait the publish event on the
+        private stream, copy the whole buffer into pinned memory non-blocking, then
+        synchronize that stream (S01). Before any publish, or off CUDA, the batch's lengths
+        are copied with ``.cpu()`` instead (S02; on CUDA every decode follows a publish)."""
+        with region("scheduler/mirror"):
+            if not self._host_side() or self.publish_ready is None:
+                lens = seq_lens.cpu()  # fidelity: S02
+                return Mirror(lens, int(lens.sum()))
             self.d2h_stream.wait_event(self.publish_ready)
-        with torch.cuda.stream(self.d2h_stream):
-            self.pinned.copy_(self.new_seq_lens_buf, non_blocking=True)
-        self.d2h_stream.synchronize()
-        lens = self.pinned[list(req_pool_indices_cpu)]  # host gather of host memory
-        return Mirror(lens, int(lens.sum()))
-
-
-@dataclass
-class MirrorRequest:
-    """What a producer may use for one batch."""
-
-    seq_lens: torch.Tensor  # device lengths of this batch (the truth)
-    req_pool_indices_cpu: Sequence[int]
-    host_lens: Sequence[int] | None = None  # lengths the host already knows (no speculation)
-    relay: LengthRelay | None = None
-
-
-class MirrorProducer:
-    name = "base"
-
-    def produce(self, req: MirrorRequest, want: bool) -> Mirror:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-MIRROR_PRODUCERS: dict[str, Callable[[], MirrorProducer]] = {}
-
-
-def mirror_producer(name: str):
-    def wrap(cls: type[MirrorProducer]) -> type[MirrorProducer]:
-        cls.name = name
-        MIRROR_PRODUCERS[name] = cls
-        return cls
-
-    return wrap
-
-
-def get_mirror_producer(name: str) -> MirrorProducer:
-    try:
-        return MIRROR_PRODUCERS[name]()
-    except KeyError:
-        raise ValueError(
-            f"unknown mirror producer {name!r}; known: {sorted(MIRROR_PRODUCERS)}"
-        ) from None
-
-
-@mirror_producer("host_known")
-class HostKnown(MirrorProducer):
-    """No speculation (and every prefill): the host knows every length, the mirror is free."""
-
-    def produce(self, req: MirrorRequest, want: bool) -> Mirror:
-        if not want:
-            return Mirror.absent()
-        assert req.host_lens is not None, "host_known needs the host's lengths"
-        with region("scheduler/mirror"):
-            lens = torch.tensor(list(req.host_lens), dtype=torch.int64)
-            return Mirror(lens, int(sum(req.host_lens)))
-
-
-@mirror_producer("relay")
-class RelayPublish(MirrorProducer):
-    """Spec-v2 with the overlap scheduler: pull through the relay only when wanted."""
-
-    def produce(self, req: MirrorRequest, want: bool) -> Mirror:
-        if not want:
-            return Mirror.absent()
-        assert req.relay is not None, "relay producer needs the LengthRelay"
-        with region("scheduler/mirror"):
-            return req.relay.pull_mirror_syncs(req.req_pool_indices_cpu)
-
-
-@mirror_producer("blocking")
-class BlockingCopy(MirrorProducer):
-    """Overlap off: the scheduler copies the new lengths to the host with a blocking
-    ``.to("cpu")`` every step, whether or not the backend then gets the mirror."""
-
-    def produce(self, req: MirrorRequest, want: bool) -> Mirror:
-        with region("scheduler/mirror"):
-            lens = req.seq_lens.to("cpu")  # d2h: the host waits for the verify's result
-            if not want:
-                return Mirror.absent()
+            with torch.cuda.stream(self.d2h_stream):
+                self.pinned.copy_(self.new_seq_lens_buf, non_blocking=True)
+            self.d2h_stream.synchronize()  # fidelity: S01
+            lens = self.pinned[list(rows)]  # host gather of host memory
             return Mirror(lens, int(lens.sum()))
-
-
-@mirror_producer("none")
-class NoMirror(MirrorProducer):
-    def produce(self, req: MirrorRequest, want: bool) -> Mirror:
-        return Mirror.absent()
-
-
-MIRROR_SETTINGS = ("auto", "present", "absent")
-
-
-def resolve_want(setting: str, needs_cpu_seq_lens: bool) -> bool:
-    """Does the batch get the mirror? ``auto``: the backend's flag, whatever produced it.
-
-    With the flag False the scheduler sets seq_lens_cpu (and seq_lens_sum) to None: since
-    #30695 a non-speculative server hands `after` no mirror at all, though the host knows it.
-    """
-    if setting == "auto":
-        return needs_cpu_seq_lens
-    if setting == "present":
-        return True
-    if setting == "absent":
-        return False
-    raise ValueError(f"unknown mirror setting {setting!r}; known: {MIRROR_SETTINGS}")

@@ -1,13 +1,23 @@
-"""Serving modes (registry): which forward passes a step runs and who produces the mirror.
+"""Serving modes (registry): which forward passes a step runs and where the mirror comes from.
 
 - ``nonspec``: one DECODE pass per step (CUDA graph when it fits), periodic prefill; the host
-  knows every length (mirror producer ``host_known``).
-- ``eagle``: EAGLE with the overlap scheduler off: multi-step draft DECODE (graph), TARGET_VERIFY
-  (graph), DRAFT_EXTEND (eager, as at 504570f4); the next step's mirror is a blocking copy.
-- ``specv2``: the same passes with the overlap scheduler on: the mirror comes through the relay
-  (private-stream pull, only when wanted).
+  knows every length, so every batch carries the mirror.
+- ``eagle``: EAGLE with the overlap scheduler off: multi-step draft DECODE (graph),
+  TARGET_VERIFY (graph), DRAFT_EXTEND; after every step, decode and prefill, the scheduler
+  copies the new lengths to the host with a blocking ``.to("cpu")``.
+- ``specv2``: the same passes with the overlap scheduler on: a decode batch's mirror comes
+  through the relay, only when the backends want it (``needs_cpu_seq_lens``).
+- ``direct``: the backend driven directly, without scheduler or speculative worker (as
+  upstream's attention unit tests do): every batch carries the mirror, or none (a what-if
+  that keeps `after`'s backend-level fallbacks measurable).
 
-Lengths per pass (conventions of ``harness.serving.batch``), for a request of committed length L:
+The speculative worker's own host work is modelled in the speculative serving modes: the two
+small pageable copies of ``eagle_prepare_for_decode`` (S06), the two of a draft-extend batch
+built from host lists (S07, skipped on the GPU-only path when the batch has no mirror), and the
+tree-mask sizing that reads ``attn_backend.max_context_len`` when the batch has no
+``seq_lens_sum`` (S04).
+
+Lengths per pass (conventions of ``harness.batch.info``), for a request of committed length L:
 draft DECODE L+1 (the token at position L, KV writes at L .. L+steps-1), TARGET_VERIFY L (draft
 tokens at L .. L+D-1), DRAFT_EXTEND L+D (D tokens); prefill: prefix + extend.
 """
@@ -19,9 +29,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.serving.batch import ForwardBatch, ForwardMode, host_to_device_async
+from harness.batch.info import (
+    ForwardBatch,
+    ForwardMode,
+    extend_start_loc_of,
+    host_to_device_async,
+    pageable_to_device_nonblocking,
+)
 from harness.serving.graph_runner import PassRecord, run_eager
-from harness.serving.mirror import Mirror, MirrorRequest, get_mirror_producer
+from harness.serving.mirror import Mirror, blocking_copy_d2h, host_known_mirror
 from harness.serving.scheduler import StepPlan
 from harness.sync import region
 
@@ -30,17 +46,41 @@ if TYPE_CHECKING:
 
 # A pass and the lengths the backend should have seen (the oracle's truth, host values).
 Pass = tuple[PassRecord, Sequence[int]]
+MIRROR_SETTINGS = ("auto", "present", "absent")
 
 
 class ServingMode:
     name = "base"
-    spec = False
-    mirror_producer = "host_known"
-    target_runner = "decode"  # the runner of the target model's decode-step forward
+    # True/False: always/never speculative; None: as configured (the direct mode)
+    spec: bool | None = False
+    # the mirror settings this mode accepts ("auto" = what upstream's serving code does)
+    mirror_settings: tuple[str, ...] = ("auto",)
+    # batches come from the serving stack (scheduler, ForwardBatch.init_new, the speculative
+    # worker), not built by hand as the direct mode does
+    serving_stack = True
 
     def decode(self, world: World, plan: StepPlan) -> list[Pass]:  # pragma: no cover
         raise NotImplementedError
 
+    # ---- the mirror ----------------------------------------------------------------------
+    def decode_mirror(
+        self, world: World, rows: Sequence[int], lens: Sequence[int], seq_lens: torch.Tensor
+    ) -> Mirror:  # pragma: no cover
+        """The mirror of a decode batch: ``lens`` are the lengths the scheduler knows (the
+        simulator's truth), ``seq_lens`` the batch's device lengths."""
+        raise NotImplementedError
+
+    def wants_decode_mirror(self, world: World) -> bool:
+        """Does a decode batch carry the mirror?"""
+        return True
+
+    def prefill_mirror(self, world: World, lens: Sequence[int]) -> Mirror:
+        return host_known_mirror(lens)
+
+    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+        """Host work after a step's forward passes (the overlap-off mirror copy)."""
+
+    # ---- prefill -------------------------------------------------------------------------
     def prefill(self, world: World, plan: StepPlan) -> list[Pass]:
         dev = world.device
         items = plan.prefill
@@ -54,39 +94,32 @@ class ServingMode:
                 s for i in items for s in world.pool.slots(i.pool_idx, i.prefix_len, i.seq_len)
             ]
             out = host_to_device_async(slots, torch.int64, dev)
-            ext_dev = host_to_device_async(ext, torch.int32, dev)
-        # The host knows prompt lengths: the mirror is free, attached when wanted.
-        mirror = get_mirror_producer("host_known").produce(
-            MirrorRequest(seq_lens, rows, host_lens=lens), world.want_host_mirror
-        )
+            if self.serving_stack:  # ForwardBatch.init_new from the scheduler's host lists (S07)
+                ext_dev = extend_lists_to_device([i.prefix_len for i in items], ext, dev)
+            else:
+                ext_dev = host_to_device_async(ext, torch.int32, dev)
+            start = extend_start_loc_of(ext_dev)
+        mirror = self.prefill_mirror(world, lens)
         passes = []
         for backend in world.prefill_backends():
             batch = ForwardBatch(
-                ForwardMode.EXTEND,
-                len(rows),
-                seq_lens,
-                rpi,
-                out,
-                mirror.seq_lens_cpu,
-                mirror.seq_lens_sum,
-                extend_seq_lens=ext_dev,
-                extend_seq_lens_cpu=list(ext),
-            )
+                ForwardMode.EXTEND, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
+                mirror.seq_lens_sum, extend_seq_lens=ext_dev, extend_seq_lens_cpu=list(ext),
+                extend_start_loc=start,
+            )  # fmt: skip
             rec = run_eager(backend, batch, _prefill_forward(world, backend, batch))
             passes.append((rec, lens))
-        self.after_admission_device(world, rpi, seq_lens)
+        if world.relay is not None:
+            with region("scheduler/publish"):
+                world.relay.publish(rpi, seq_lens)
+        self.end_of_step(world, rows, seq_lens)
         return passes
-
-    def after_admission_device(self, world: World, rpi: torch.Tensor, lens: torch.Tensor) -> None:
-        """Device side of an admission (the relay learns the lengths in speculative modes)."""
 
 
 def _prefill_forward(world: World, backend, batch: ForwardBatch) -> Callable[[], None]:
-    hook = getattr(backend, "sparse_prefill_workspace_len_d2h", None)
-
     def forward() -> None:
         # Sparse prefill sizes its workspace from a device value at forward time (one D2H).
-        world.forward(None if hook is None else (lambda: hook(batch)))
+        world.forward(lambda: backend.sparse_prefill_workspace_len_d2h(batch))
 
     return forward
 
@@ -106,102 +139,221 @@ def get_serving_mode(name: str) -> ServingMode:
         raise ValueError(f"unknown serving mode {name!r}; known: {sorted(SERVING_MODES)}") from None
 
 
+def decode_one_pass(mode: ServingMode, world: World, plan: StepPlan) -> list[Pass]:
+    """A step of one DECODE pass per request (no speculative decoding)."""
+    dev = world.device
+    rows = list(plan.pool_indices)
+    new_lens = [n + 1 for n in plan.seq_lens]  # the host adds 1 per decode step
+    with region("scheduler/prepare"):
+        rpi = host_to_device_async(rows, torch.int64, dev)
+        seq_lens = host_to_device_async(new_lens, torch.int64, dev)
+        slots = [world.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
+        out = host_to_device_async(slots, torch.int64, dev)
+    mirror = mode.decode_mirror(world, rows, new_lens, seq_lens)
+    batch = ForwardBatch(
+        ForwardMode.DECODE, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
+        mirror.seq_lens_sum,
+    )  # fmt: skip
+    return [(world.runners["decode"].run(batch), new_lens)]
+
+
 @serving_mode
 class NonSpec(ServingMode):
     name = "nonspec"
 
     def decode(self, world: World, plan: StepPlan) -> list[Pass]:
-        dev = world.device
-        rows = list(plan.pool_indices)
-        new_lens = [n + 1 for n in plan.seq_lens]  # the host adds 1 per decode step
-        with region("scheduler/prepare"):
-            rpi = host_to_device_async(rows, torch.int64, dev)
-            seq_lens = host_to_device_async(new_lens, torch.int64, dev)
-            slots = [world.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
-            out = host_to_device_async(slots, torch.int64, dev)
-        mirror = world.producer.produce(
-            MirrorRequest(seq_lens, rows, host_lens=new_lens), world.want_mirror
-        )
-        batch = ForwardBatch(
-            ForwardMode.DECODE,
-            len(rows),
-            seq_lens,
-            rpi,
-            out,
-            mirror.seq_lens_cpu,
-            mirror.seq_lens_sum,
-        )
-        return [(world.runners["decode"].run(batch), new_lens)]
+        return decode_one_pass(self, world, plan)
 
-
-def _shift(mirror: Mirror, by: int, bs: int) -> Mirror:
-    if mirror.seq_lens_cpu is None:
-        return mirror
-    return Mirror(mirror.seq_lens_cpu + by, mirror.seq_lens_sum + by * bs)  # host ops
+    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+        return host_known_mirror(lens)
 
 
 @serving_mode
 class Eagle(ServingMode):
+    """EAGLE with the overlap scheduler off (the spec-v2 worker runs either way)."""
+
     name = "eagle"
     spec = True
-    mirror_producer = "blocking"
-    target_runner = "verify"
 
     def decode(self, world: World, plan: StepPlan) -> list[Pass]:
-        dev = world.device
-        spec = world.spec
-        d, steps = spec.draft_token_num, spec.num_steps
         rows = list(plan.pool_indices)
         lens = list(plan.seq_lens)  # oracle truth (the host of a real system lacks it)
-        bs = len(rows)
-        r2t = world.pool.req_to_token
         with region("scheduler/prepare"):
-            rpi = host_to_device_async(rows, torch.int64, dev)
+            rpi = host_to_device_async(rows, torch.int64, world.device)
+            if self.serving_stack:
+                eagle_prepare_for_decode(world, lens)
             seq_lens = world.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
-        mirror = world.producer.produce(
-            MirrorRequest(seq_lens, rows, relay=world.relay), world.want_mirror
-        )
-        passes: list[Pass] = []
-        with region("scheduler/prepare"):
-            # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
-            pos = seq_lens[:, None] + torch.arange(steps, dtype=torch.int64, device=dev)[None, :]
-            draft_out = r2t[rpi[:, None], pos].to(torch.int64).reshape(-1)
-            dm = _shift(mirror, 1, bs)
-            draft = ForwardBatch(
-                ForwardMode.DECODE, bs, seq_lens + 1, rpi, draft_out, dm.seq_lens_cpu, dm.seq_lens_sum,
-                spec_info=spec,
-            )  # fmt: skip
-        passes.append((world.runners["draft"].run(draft), [n + 1 for n in lens]))
-        with region("scheduler/prepare"):
-            pos = seq_lens[:, None] + torch.arange(d, dtype=torch.int64, device=dev)[None, :]
-            verify_out = r2t[rpi[:, None], pos].to(torch.int64).reshape(-1)
-            verify = ForwardBatch(
-                ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, verify_out, mirror.seq_lens_cpu,
-                mirror.seq_lens_sum, spec_info=spec,
-            )  # fmt: skip
-        passes.append((world.runners["verify"].run(verify), lens))
+        mirror = self.decode_mirror(world, rows, lens, seq_lens)
+        passes = [self._draft(world, rpi, seq_lens, mirror, lens)]
+        verify_pass, verify_out = self._verify(world, rpi, seq_lens, mirror, lens)
+        passes.append(verify_pass)
         with region("scheduler/prepare"):
             # Stand-in for the verify's sampling result (accept lengths land on the device).
-            accept = host_to_device_async(plan.accept_lens, torch.int64, dev)
+            accept = host_to_device_async(plan.accept_lens, torch.int64, world.device)
             new_seq_lens = seq_lens + accept
-            em = _shift(mirror, d, bs)
-            extend = ForwardBatch(
-                ForwardMode.DRAFT_EXTEND, bs, seq_lens + d, rpi, verify_out, em.seq_lens_cpu,
-                em.seq_lens_sum, extend_seq_lens=torch.full((bs,), d, dtype=torch.int32, device=dev),
-                extend_seq_lens_cpu=[d] * bs, spec_info=spec,
-            )  # fmt: skip
-        # Draft extend runs eagerly for this backend at 504570f4 (its graph came later).
-        rec = run_eager(world.draft_extend_backend, extend, world.forward)
-        passes.append((rec, [n + d for n in lens]))
         with region("scheduler/publish"):
-            world.relay.publish(rpi, new_seq_lens)
+            world.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
+        passes.append(self._draft_extend(world, rpi, seq_lens, verify_out, mirror, lens))
+        self.end_of_step(world, rows, new_seq_lens)
         return passes
 
-    def after_admission_device(self, world: World, rpi: torch.Tensor, lens: torch.Tensor) -> None:
-        world.relay.publish(rpi, lens)
+    # ---- the mirror ----------------------------------------------------------------------
+    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+        """The lengths the last blocking copies brought to the host, gathered for this batch's
+        rows on the host (as the scheduler filters and merges its batches)."""
+        with region("scheduler/mirror"):
+            return Mirror.of_host([world.host_lens[r] for r in rows])
+
+    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+        world.host_lens.update(zip(rows, blocking_copy_d2h(new_seq_lens)))
+
+    # ---- the passes ----------------------------------------------------------------------
+    def _draft(self, world, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
+        spec, bs = world.spec, int(rpi.shape[0])
+        with region("scheduler/prepare"):
+            # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
+            out = _slots(world, rpi, seq_lens, spec.num_steps)
+            dm = mirror.shifted(1)
+            draft = ForwardBatch(
+                ForwardMode.DECODE, bs, seq_lens + 1, rpi, out, dm.seq_lens_cpu, dm.seq_lens_sum,
+                spec_info=spec,
+            )  # fmt: skip
+        rec = world.runners["draft"].run(draft)
+        if self.serving_stack and draft.seq_lens_sum is None:
+            size_tree_mask_from_backend(world)
+        return rec, [n + 1 for n in lens]
+
+    def _verify(self, world, rpi, seq_lens, mirror: Mirror, lens) -> tuple[Pass, torch.Tensor]:
+        spec, bs = world.spec, int(rpi.shape[0])
+        with region("scheduler/prepare"):
+            out = _slots(world, rpi, seq_lens, spec.draft_token_num)
+            verify = ForwardBatch(
+                ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, out, mirror.seq_lens_cpu,
+                mirror.seq_lens_sum, spec_info=spec,
+            )  # fmt: skip
+        return (world.runners["verify"].run(verify), lens), out
+
+    def _draft_extend(self, world, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
+        d = world.spec.draft_token_num
+        with region("worker/prepare"):
+            batch = draft_extend_batch(
+                world, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
+            )
+        runner = world.runners.get("draft_extend")
+        rec = (
+            runner.run(batch)
+            if runner
+            else run_eager(world.draft_extend_backend, batch, world.forward)
+        )
+        return rec, [n + d for n in lens]
+
+
+def _slots(world: World, rpi: torch.Tensor, seq_lens: torch.Tensor, n: int) -> torch.Tensor:
+    """KV slots of positions L .. L+n-1 of each request (request-major), gathered on device."""
+    pos = seq_lens[:, None] + torch.arange(n, dtype=torch.int64, device=world.device)[None, :]
+    return world.pool.req_to_token[rpi[:, None], pos].to(torch.int64).reshape(-1)
+
+
+def eagle_prepare_for_decode(world: World, lens: Sequence[int]) -> None:
+    """``eagle_prepare_for_decode`` moves two host lists of KV lengths (int32, one per
+    request: allocated now, allocated after this step) to the device from pageable memory,
+    non-blocking (S06)."""
+    cur = list(lens)
+    nxt = [n + world.spec.draft_token_num for n in cur]
+    dev = world.device
+    pageable_to_device_nonblocking(cur, torch.int32, dev)  # fidelity: S06
+    pageable_to_device_nonblocking(nxt, torch.int32, dev)
+
+
+def extend_lists_to_device(
+    prefix_lens: Sequence[int], extend_lens: Sequence[int], dev: torch.device
+) -> torch.Tensor:
+    """``ForwardBatch.init_new`` of an extend-like batch built from host lists: extend and
+    prefix lengths (int32, one per request) go to the device from pageable memory,
+    non-blocking (S07). Returns the extend lengths on the device."""
+    ext = pageable_to_device_nonblocking(extend_lens, torch.int32, dev)  # fidelity: S07
+    pageable_to_device_nonblocking(prefix_lens, torch.int32, dev)
+    return ext
+
+
+def size_tree_mask_from_backend(world: World) -> int:
+    """The draft worker sizes the verify tree mask from ``attn_backend.max_context_len`` when
+    the batch has no ``seq_lens_sum`` and the backend preallocates no tree-mask buffer
+    (DeepSeek-V4 has none). Before a9cf5e68 the backend has no such attribute (S04)."""
+    with region("worker/draft"):
+        return world.target_backend.max_context_len  # fidelity: S04
+
+
+def draft_extend_batch(
+    world: World,
+    rpi: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out: torch.Tensor,
+    mirror: Mirror,
+    *,
+    host_lists: bool,
+) -> ForwardBatch:
+    """The draft-extend batch after verify: D tokens per request. With the mirror the worker
+    passes host lists, which become two pageable non-blocking copies (S07); without it, the
+    GPU-only path keeps every length on the device."""
+    bs, d, dev = int(rpi.shape[0]), world.spec.draft_token_num, world.device
+    if host_lists and mirror.seq_lens_cpu is not None:
+        ext = extend_lists_to_device(mirror.seq_lens_cpu.tolist(), [d] * bs, dev)
+    else:
+        ext = torch.full((bs,), d, dtype=torch.int32, device=dev)
+    em = mirror.shifted(d)
+    return ForwardBatch(
+        ForwardMode.DRAFT_EXTEND, bs, seq_lens + d, rpi, out, em.seq_lens_cpu, em.seq_lens_sum,
+        extend_seq_lens=ext, extend_seq_lens_cpu=[d] * bs, extend_start_loc=extend_start_loc_of(ext),
+        spec_info=world.spec,
+    )  # fmt: skip
 
 
 @serving_mode
 class SpecV2(Eagle):
+    """EAGLE with the overlap scheduler on: the relay, only for decode batches, only when
+    wanted (``mirror: auto`` = the backends' flag; ``present`` / ``absent`` force it)."""
+
     name = "specv2"
-    mirror_producer = "relay"
+    mirror_settings = ("auto", "present", "absent")
+
+    def wants_decode_mirror(self, world: World) -> bool:
+        return world.relay_wants_mirror
+
+    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+        if not world.relay_wants_mirror:
+            return Mirror.absent()
+        return world.relay.pull_mirror_syncs(seq_lens, rows)
+
+    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+        return None
+
+
+@serving_mode
+class Direct(Eagle):
+    """The backend driven directly: the scenario says whether batches carry the mirror."""
+
+    name = "direct"
+    spec = None
+    mirror_settings = ("present", "absent")
+    serving_stack = False
+
+    def wants_decode_mirror(self, world: World) -> bool:
+        return world.cfg.mirror == "present"
+
+    def _mirror(self, world: World, lens: Sequence[int]) -> Mirror:
+        return Mirror.of_host(lens) if self.wants_decode_mirror(world) else Mirror.absent()
+
+    def prefill_mirror(self, world: World, lens: Sequence[int]) -> Mirror:
+        return self._mirror(world, lens)
+
+    def decode(self, world: World, plan: StepPlan) -> list[Pass]:
+        if world.spec is None:
+            return decode_one_pass(self, world, plan)
+        return super().decode(world, plan)
+
+    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+        return self._mirror(world, lens)
+
+    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+        return None

@@ -20,9 +20,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from harness.batch.info import SpecInfo
+from harness.batch.pool import ReqToTokenPool
 from harness.serving.accept import AcceptConfig
-from harness.serving.batch import SpecInfo
-from harness.serving.pool import ReqToTokenPool
 
 PADDING_REQ = 0  # request row 0 is the CUDA-graph padding row: never given to a request
 

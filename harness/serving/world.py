@@ -1,12 +1,9 @@
 """The world the benchmark runner drives: scheduler, pools, backends, mirror, graph runners.
 
-    world = build_world(WorldConfig(...), device)
-    world.warmup_and_capture()   # calibrate the stand-in forward, capture graphs (tags warmup/capture)
-    info = world.step()          # one scheduler iteration under region("step"), set_step(n)
-    world.findings               # stale_mirror findings
-
-The time pass wraps ``world.step()`` itself (region timer; CUDA events around the call on CUDA);
-``world.synchronize()`` drains the device between timed steps when it wants to.
+world = build_world(WorldConfig(...), device)
+world.warmup_and_capture()   # calibrate the stand-in forward, capture graphs (tags warmup/capture)
+info = world.step()          # one scheduler iteration under region("step"), set_step(n)
+world.findings               # stale_mirror findings
 """
 
 from __future__ import annotations
@@ -15,14 +12,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
+from harness.batch.info import ForwardMode, SpecInfo, host_to_device_async
+from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.serving.accept import AcceptConfig
-from harness.serving.batch import ForwardMode, SpecInfo, host_to_device_async
 from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
 from harness.serving.findings import Finding, check_stale_mirror
 from harness.serving.graph_runner import GraphRunner
-from harness.serving.mirror import MIRROR_SETTINGS, LengthRelay, get_mirror_producer, resolve_want
-from harness.serving.modes import SERVING_MODES, get_serving_mode
-from harness.serving.pool import PoolConfig, ReqToTokenPool
+from harness.serving.mirror import LengthRelay
+from harness.serving.modes import MIRROR_SETTINGS, SERVING_MODES, get_serving_mode
 from harness.serving.scheduler import Scheduler, SchedulerConfig
 from harness.serving.standin import StandInForward
 from harness.sync import current_step, is_emulated, region, set_step, tags
@@ -32,23 +30,27 @@ from harness.sync import current_step, is_emulated, region, set_step, tags
 class WorldConfig:
     model: str = "flash"  # "flash" | "pro"
     variant: str = "after"  # "before" | "after" | "dropped"
-    serving_mode: str = "nonspec"  # "nonspec" | "eagle" | "specv2"
-    mirror: str = "auto"  # "auto" (backend decides) | "present" | "absent" (what-if overrides)
+    serving_mode: str = "nonspec"  # "nonspec" | "eagle" | "specv2" | "direct"
+    # "auto": what upstream's serving code does; "present" / "absent": what-ifs where the
+    # serving mode has a switch for it (the spec-v2 relay; the direct mode)
+    mirror: str = "auto"
     batch_size: int = 32
     context_len: int = 4096
     seed: int = 0
     prefill_every: int = 0  # a prefill step every N steps; 0 = never (arrivals join with KV)
     cuda_graph: bool = True
     prep_in_graph: bool = True
+    speculative: bool = False  # the direct mode only: drive EAGLE's passes
     spec_steps: int = 3
     spec_topk: int = 1
     draft_tokens: int = 4
     accept_mean: float = 2.8
     forward_us: float = 1000.0  # stand-in forward duration on CUDA
     kernels: str = "torch"  # "torch" | "triton"
-    # Beyond the contract (defaults keep it): the accept-length distribution, the largest
-    # bucket (upstream --cuda-graph-max-bs), which buckets to capture ("near": those a run of
-    # batch_size replays; "all": upstream's full list; or a tuple) and arrivals' prompt lengths.
+    # Beyond the scenario schema (defaults keep it): the accept-length distribution, the
+    # largest bucket (upstream --cuda-graph-max-bs), which buckets to capture ("near": those a
+    # run of batch_size replays; "all": upstream's full list; or a tuple) and arrivals' prompt
+    # lengths.
     accept_dist: str = "geometric"
     cuda_graph_max_bs: int | None = None  # None: upstream's default largest bucket, 256
     capture: str | tuple[int, ...] = "near"
@@ -57,8 +59,12 @@ class WorldConfig:
     def __post_init__(self) -> None:
         if self.serving_mode not in SERVING_MODES:
             raise ValueError(f"serving_mode {self.serving_mode!r}; known: {sorted(SERVING_MODES)}")
-        if self.mirror not in MIRROR_SETTINGS:
-            raise ValueError(f"mirror {self.mirror!r}; known: {list(MIRROR_SETTINGS)}")
+        allowed = get_serving_mode(self.serving_mode).mirror_settings
+        if self.mirror not in MIRROR_SETTINGS or self.mirror not in allowed:
+            raise ValueError(
+                f"mirror {self.mirror!r} with serving_mode {self.serving_mode}; "
+                f"expected one of {list(allowed)}"
+            )
         if self.spec_topk != 1:
             raise ValueError("DeepSeek-V4 MTP supports spec_topk 1 only")
         if self.draft_tokens != self.spec_steps + 1:
@@ -66,7 +72,8 @@ class WorldConfig:
 
     @property
     def spec(self) -> SpecInfo | None:
-        if not get_serving_mode(self.serving_mode).spec:
+        speculative = get_serving_mode(self.serving_mode).spec
+        if not (self.speculative if speculative is None else speculative):
             return None
         return SpecInfo(self.draft_tokens, self.spec_steps, self.spec_topk)
 
@@ -91,23 +98,16 @@ class StepInfo:
     passes: tuple[ForwardPass, ...] = field(default=())
 
     @property
-    def forward_passes(self) -> tuple[ForwardPass, ...]:
-        return self.passes
-
-    @property
     def batch_size(self) -> int:
         return max((p.batch_size for p in self.passes), default=0)
 
 
 class World:
     def __init__(self, cfg: WorldConfig, device: torch.device):
-        from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
-
         self.cfg = cfg
         self.device = device
         self.mode = get_serving_mode(cfg.serving_mode)
-        self.spec = cfg.spec
-        spec = self.spec
+        self.spec = spec = cfg.spec
         draft_slots = max(8, spec.draft_token_num if spec else 1)
         self.pool = ReqToTokenPool(
             PoolConfig(
@@ -140,7 +140,7 @@ class World:
         self.target_backend = DeepseekV4AttnBackend(bcfg, self.pool, device, cfg.variant)
         self.draft_backend = None
         self.draft_extend_backend = None
-        backends = [self.target_backend]
+        backends: list = [self.target_backend]
         if spec is not None:
             self.draft_backend = MultiStepDraftBackend(
                 spec.num_steps, bcfg, self.pool, device, cfg.variant, topk=spec.topk
@@ -148,14 +148,13 @@ class World:
             self.draft_extend_backend = DeepseekV4AttnBackend(bcfg, self.pool, device, cfg.variant)
             backends += [self.draft_backend, self.draft_extend_backend]
         # As upstream's decide_needs_cpu_seq_lens: an OR over every attention backend.
-        self.needs_cpu_seq_lens = any(getattr(b, "needs_cpu_seq_lens", True) for b in backends)
-        producer = "none" if cfg.mirror == "absent" else self.mode.mirror_producer
-        self.producer = get_mirror_producer(producer)
-        self.want_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens)
-        # Prefill batches: the host knows prompt lengths in every mode, but hands them over only
-        # when the backend asks for the mirror (seq_lens_cpu is None otherwise).
-        self.want_host_mirror = resolve_want(cfg.mirror, self.needs_cpu_seq_lens)
+        self.needs_cpu_seq_lens = any(b.needs_cpu_seq_lens for b in backends)
+        # The relay's switch (spec-v2): the flag, unless a what-if forces it.
+        forced = {"present": True, "absent": False}
+        self.relay_wants_mirror = forced.get(cfg.mirror, self.needs_cpu_seq_lens)
         self.relay = LengthRelay(self.pool.cfg.max_reqs, device) if spec is not None else None
+        # Overlap off: the lengths the last blocking copies brought to the host, by pool row.
+        self.host_lens: dict[int, int] = {}
         self.standin = StandInForward(cfg.forward_us, device)
         self.runners = self._make_runners()
         self._findings: list[Finding] = []
@@ -165,6 +164,7 @@ class World:
         if self.relay is not None:  # requests running at start: the device knows their lengths
             lens = self.scheduler.lengths()
             self._publish(list(lens), list(lens.values()))
+            self.host_lens.update(lens)
 
     # ---- setup ----------------------------------------------------------------------------
     def _make_runners(self) -> dict[str, GraphRunner]:
@@ -177,7 +177,7 @@ class World:
                     "decode", self.target_backend, ForwardMode.DECODE, buckets, 1, **common
                 )
             }
-        return {
+        runners = {
             "draft": GraphRunner(
                 "draft", self.draft_backend, ForwardMode.DECODE, buckets,
                 spec.topk * spec.num_steps, spec=spec, mirror_when_absent="none", **common,
@@ -187,6 +187,12 @@ class World:
                 spec.draft_token_num, spec=spec, **common,
             ),
         }  # fmt: skip
+        if self.draft_extend_backend.policy.draft_extend_graph:
+            runners["draft_extend"] = GraphRunner(
+                "draft_extend", self.draft_extend_backend, ForwardMode.DRAFT_EXTEND, buckets,
+                spec.draft_token_num, spec=spec, **common,
+            )  # fmt: skip
+        return runners
 
     def forward(self, at_forward=None) -> None:
         self.standin(at_forward)
@@ -210,24 +216,23 @@ class World:
             torch.cuda.synchronize(self.device if self.device.type == "cuda" else None)
         self._ready = True
 
+    @property
+    def decode_mirror(self) -> str:
+        """'present' / 'absent': whether decode batches carry the host mirror."""
+        return "present" if self.mode.wants_decode_mirror(self) else "absent"
+
     def describe(self) -> dict:
         """What this world is, for run metadata (host values only)."""
         return {
             "serving_mode": self.cfg.serving_mode,
             "variant": self.cfg.variant,
             "mirror_setting": self.cfg.mirror,
-            "mirror_producer": self.producer.name,
             "needs_cpu_seq_lens": self.needs_cpu_seq_lens,
-            "decode_batch_gets_mirror": self.want_mirror,
+            "decode_batch_mirror": self.decode_mirror,
             "captured_buckets": {k: list(r.buckets) for k, r in self.runners.items()},
             "forward": {"us": self.standin.forward_us, "method": self.standin.method,
                         "units": self.standin.units, "device": self.device.type},
         }  # fmt: skip
-
-    def synchronize(self) -> None:
-        """Drain the device (time pass only; this is a sync)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
 
     # ---- one step -------------------------------------------------------------------------
     def step(self) -> StepInfo:
@@ -250,6 +255,7 @@ class World:
                     if plan.admitted_direct and self.relay is not None:
                         rows, lens = zip(*plan.admitted_direct)
                         self._publish(rows, lens)
+                        self.host_lens.update(plan.admitted_direct)
                 if plan.kind == "prefill":
                     passes = self.mode.prefill(self, plan)
                 else:
@@ -259,8 +265,8 @@ class World:
         finally:
             set_step(outer_step)
         # Stale-mirror checks run when findings are read, so they add no host time to a step;
-        # host lengths a variant never reads (dropped) are no hazard.
-        if self.target_backend.policy.reads_replay_mirror:
+        # host lengths a backend never reads (a9cf5e68 unless it needs them) are no hazard.
+        if self.target_backend.reads_runner_mirror:
             self._pending.extend(
                 (n, rec, truth) for rec, truth in passes if rec.host_lens_used is not None
             )
@@ -280,7 +286,8 @@ class World:
         return self._findings
 
     def _decode_path(self, batch_size: int) -> str:
-        runner = self.runners[self.mode.target_runner]
+        # the target model's decode-step forward: verify with speculation, else decode
+        runner = self.runners["verify" if self.spec is not None else "decode"]
         return "graph" if runner.graphs and batch_size <= runner.max_bs else "eager"
 
     def _publish(self, rows, lens) -> None:

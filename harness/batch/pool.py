@@ -65,7 +65,6 @@ class ReqToTokenPool:
         per_full = cfg.page_size // cfg.swa_page_size
         swa_pages = cfg.swa_pages or (kv_pages - 1) * per_full + 1
         self.num_kv_slots = kv_pages * cfg.page_size
-        self.num_swa_slots = swa_pages * cfg.swa_page_size
         self.req_to_token = torch.zeros((cfg.max_reqs, cfg.width), dtype=torch.int32, device=device)
         # Slot 0 (padding) maps to SWA slot 0; unallocated slots map to 0 as well.
         self.full_to_swa = torch.zeros(self.num_kv_slots, dtype=torch.int64, device=device)
@@ -80,14 +79,6 @@ class ReqToTokenPool:
     @property
     def width(self) -> int:
         return self.cfg.width
-
-    @property
-    def num_free_reqs(self) -> int:
-        return len(self._free_reqs)
-
-    @property
-    def num_free_pages(self) -> int:
-        return len(self._free_pages)
 
     def alloc_req(self) -> int:
         if not self._free_reqs:
@@ -155,9 +146,3 @@ class ReqToTokenPool:
 
     def slots(self, idx: int, start: int, end: int) -> list[int]:
         return [self.slot(idx, p) for p in range(start, end)]
-
-    def swa_slot_host(self, idx: int, pos: int) -> int:
-        """Host-known SWA slot of a position still inside the window (test oracle)."""
-        req = self._reqs[idx]
-        spage = req.swa_pages[pos // self.swa_page_size]
-        return spage * self.swa_page_size + pos % self.swa_page_size

@@ -8,14 +8,16 @@ Conventions (as in sglang):
   ``seq_lens_sum`` its sum; both are None when the mirror is absent.
 - ``out_cache_loc`` (device, int64 [N]) holds the full-space KV slot of each query token.
 - ``extend_seq_lens`` (device, int32 [bs]) / ``extend_seq_lens_cpu`` (host list) give the number
-  of query tokens per request for EXTEND and DRAFT_EXTEND.
+  of query tokens per request for EXTEND and DRAFT_EXTEND; ``extend_start_loc`` (device) is
+  where each request's tokens start (sglang's ``compute_position`` sets it for every
+  extend-like batch, so the backend takes its vectorized expansion).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -71,6 +73,7 @@ class ForwardBatch:
     seq_lens_sum: int | None = None
     extend_seq_lens: torch.Tensor | None = None
     extend_seq_lens_cpu: list[int] | None = None
+    extend_start_loc: torch.Tensor | None = None
     spec_info: SpecInfo | None = None
 
     @property
@@ -78,33 +81,9 @@ class ForwardBatch:
         return self.seq_lens.device
 
     @property
-    def has_mirror(self) -> bool:
-        return self.seq_lens_cpu is not None
-
-    @property
     def num_tokens(self) -> int:
         """Query tokens of this forward (host-known, never a device read)."""
         return int(self.out_cache_loc.shape[0])
-
-    def without_mirror(self) -> ForwardBatch:
-        """The same batch with the host mirror dropped, as the scheduler does when the backend
-        says it does not need it."""
-        return replace(self, seq_lens_cpu=None, seq_lens_sum=None)
-
-
-def tokens_per_request(
-    mode: ForwardMode, batch_size: int, extend_lens: Sequence[int] | None, spec: SpecInfo | None
-) -> list[int]:
-    """Host-side number of query tokens of each request (N = the sum)."""
-    if mode is ForwardMode.IDLE:
-        return []
-    if mode is ForwardMode.DECODE:
-        return [1] * batch_size
-    if mode is ForwardMode.TARGET_VERIFY:
-        assert spec is not None, "TARGET_VERIFY needs spec_info"
-        return [spec.draft_token_num] * batch_size
-    assert extend_lens is not None, f"{mode.name} needs extend lengths"
-    return [int(x) for x in extend_lens]
 
 
 def host_to_device_async(values: Sequence[int], dtype: torch.dtype, device: torch.device):
@@ -112,6 +91,22 @@ def host_to_device_async(values: Sequence[int], dtype: torch.dtype, device: torc
     (A plain-CPU target needs no staging; CPU-only PyTorch builds cannot pin.)"""
     staged = torch.tensor(list(values), dtype=dtype, pin_memory=device.type != "cpu")
     return staged.to(device, non_blocking=True)
+
+
+def pageable_to_device_nonblocking(
+    values: Sequence[int], dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """A host list to the device the way parts of sglang do it: from pageable memory with
+    ``non_blocking=True``. The driver stages the bytes; below its staging threshold the host
+    does not wait, but it is a hazard that grows with the batch (the ledger shows it)."""
+    return torch.tensor(list(values), dtype=dtype).to(device, non_blocking=True)
+
+
+def extend_start_loc_of(extend_seq_lens: torch.Tensor) -> torch.Tensor:
+    """First token of each request in an extend-like batch (device-only, as sglang's
+    ``compute_position``)."""
+    lens = extend_seq_lens.to(torch.int64)
+    return torch.cumsum(lens, 0) - lens
 
 
 def make_batch(
@@ -134,12 +129,12 @@ def make_batch(
         loc = out_cache_loc
     else:
         loc = host_to_device_async(out_cache_loc, torch.int64, device)
-    ext_dev = None
-    ext_cpu = None
+    ext_dev = ext_cpu = start_loc = None
     if mode.is_extend_like():
         assert extend_lens is not None and len(extend_lens) == bs
         ext_cpu = [int(x) for x in extend_lens]
         ext_dev = host_to_device_async(ext_cpu, torch.int32, device)
+        start_loc = extend_start_loc_of(ext_dev)
     return ForwardBatch(
         forward_mode=mode,
         batch_size=bs,
@@ -150,5 +145,6 @@ def make_batch(
         seq_lens_sum=int(sum(seq_lens)) if mirror else None,
         extend_seq_lens=ext_dev,
         extend_seq_lens_cpu=ext_cpu,
+        extend_start_loc=start_loc,
         spec_info=spec,
     )

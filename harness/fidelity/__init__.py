@@ -1,0 +1,105 @@
+"""The fidelity table: every upstream sync point beside the project line that reproduces it.
+
+The table lives in ``upstream_syncs.yaml``; a project line takes part by carrying the comment
+``# fidelity: <row id>``. ``anchors()`` finds those lines, so the table never holds line numbers
+of the project that could go stale.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TABLE = Path(__file__).with_name("upstream_syncs.yaml")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # harness/
+REPO_ROOT = PACKAGE_ROOT.parent
+VARIANTS = ("before", "after", "dropped")
+_ANCHOR = re.compile(r"#\s*fidelity:\s*([A-Z]\d+[a-z]?)\b")
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The project run that exercises a row, and what each named variant shows there."""
+
+    scenario: str
+    overrides: tuple[str, ...]
+    expect: dict[str, str]  # variant -> sync kind, "none", or an exception type name
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    what: str
+    upstream: dict[str, Any]
+    reach: Reach | None = None
+    unreachable: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    commits: dict[str, str]
+    rows: list[Row]
+    out_of_scope: list[dict[str, str]] = field(default_factory=list)
+
+
+def load_table(path: Path = TABLE) -> Table:
+    data = yaml.safe_load(path.read_text())
+    rows = []
+    for r in data["rows"]:
+        reach = r.get("reach")
+        rows.append(
+            Row(
+                id=r["id"],
+                what=r["what"],
+                upstream=r["upstream"],
+                reach=None
+                if reach is None
+                else Reach(reach["scenario"], tuple(reach.get("set", ())), dict(reach["expect"])),
+                unreachable=r.get("unreachable"),
+            )
+        )
+    return Table(data["commits"], rows, data.get("out_of_scope", []))
+
+
+def anchors(root: Path = PACKAGE_ROOT) -> dict[str, list[tuple[str, int]]]:
+    """Row id -> the project lines (repo-relative file, line) that carry its anchor."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            m = _ANCHOR.search(line)
+            if m:
+                rel = str(path.relative_to(REPO_ROOT))
+                out.setdefault(m.group(1), []).append((rel, n))
+    return out
+
+
+def render_markdown(table: Table, found: dict[str, list[tuple[str, int]]]) -> str:
+    """The table as Markdown: upstream per commit beside the project's current file:line."""
+    c = table.commits
+    head = (
+        f"| id | what | upstream | before ({c['before']}) | after ({c['after']}) | "
+        f"dropped ({c['dropped']}) | project | reached by |"
+    )
+    lines = [head, "|" + " --- |" * 8]
+    for r in table.rows:
+        cells = []
+        for v in VARIANTS:
+            u = r.upstream[v]
+            where = f"{u['line']}" if u.get("line") else "-"
+            cells.append(f"{where}: {u['effect']}")
+        project = ", ".join(f"{f}:{n}" for f, n in found.get(r.id, [])) or "-"
+        if r.reach is not None:
+            sets = " ".join(f"--set {s}" for s in r.reach.overrides)
+            reached = f"`{r.reach.scenario}` {sets}".strip()
+        else:
+            reached = f"unreachable: {r.unreachable}"
+        up = f"{r.upstream['file']} `{r.upstream['function']}`"
+        lines.append(f"| {r.id} | {r.what} | {up} | {' | '.join(cells)} | {project} | {reached} |")
+    lines.append("")
+    lines.append("Out of scope:")
+    lines.extend(f"- {o['what']} ({o['upstream']}): {o['why']}" for o in table.out_of_scope)
+    return "\n".join(lines)
