@@ -52,6 +52,9 @@ def _setup(variant: str, mode_name: str, bs: int, dev: torch.device | None = Non
         pool.reserve(r, SEQ_LEN + per_req)
     out_loc = [s for r in rows for s in pool.slots(r, SEQ_LEN, SEQ_LEN + per_req)]
     backend = DeepseekV4AttnBackend(BackendConfig(model="flash", spec=spec), pool, dev, variant)
+    # as served: non-speculative batches always carry the scheduler's lengths; a spec-v2 decode
+    # batch carries them when the backend asks (the relay)
+    mirror = spec is None or backend.needs_cpu_seq_lens
     batch = make_batch(
         mode,
         seq_lens=[SEQ_LEN] * bs,
@@ -59,7 +62,7 @@ def _setup(variant: str, mode_name: str, bs: int, dev: torch.device | None = Non
         out_cache_loc=out_loc,
         device=dev,
         spec=spec,
-        mirror=bool(backend.needs_cpu_seq_lens),
+        mirror=mirror,
     )
     if dev.type == "cuda":
         torch.cuda.synchronize()
