@@ -57,11 +57,15 @@ def test_blocking_copy_and_host_known() -> None:
     assert (event.kind.value, event.op, event.region) == ("d2h_read", "to", "step/scheduler/mirror")
 
 
-def _mirror_syncs_per_step(mode: str, variant: str, mirror: str = "auto") -> list[tuple]:
-    cfg = WorldConfig(
+def _cfg(mode: str, variant: str, mirror: str, prefill_every: int) -> WorldConfig:
+    return WorldConfig(
         serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024,
-        prefill_every=3, prompt_len=(16, 48),
+        prefill_every=prefill_every, prompt_len=(16, 48),
     )  # fmt: skip
+
+
+def _mirror_syncs_per_step(mode: str, variant: str, mirror: str = "auto") -> list[tuple]:
+    cfg = _cfg(mode, variant, mirror, prefill_every=3)
     out = []
     with emulated_device() as dev:
         world = build_world(cfg, dev)
@@ -105,11 +109,7 @@ def test_world_mirror_syncs_per_step(mode: str, variant: str, mirror: str, per_s
 @pytest.mark.parametrize("mode", ["nonspec", "eagle", "specv2"])
 @pytest.mark.parametrize("variant", ["after", "dropped"])
 def test_prefill_batches_always_carry_the_mirror(mode: str, variant: str) -> None:
-    mirror = "absent" if mode == "specv2" else "auto"
-    cfg = WorldConfig(
-        serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024,
-        prefill_every=1, prompt_len=(16, 48),
-    )  # fmt: skip
+    cfg = _cfg(mode, variant, "absent" if mode == "specv2" else "auto", prefill_every=1)
     seen = []
     with emulated_device() as dev:
         world = build_world(cfg, dev)
