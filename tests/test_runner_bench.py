@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 
 import pytest
@@ -71,6 +72,9 @@ def test_folder_complete_with_meta(run):
         "stacks.json",
     ):
         assert (run / name).is_file()
+        assert meta["sha256"][name] == hashlib.sha256((run / name).read_bytes()).hexdigest()
+    for table, n in meta["rows"].items():
+        assert len(_rows(run, table)) == n
 
 
 def test_counts_zero_rows_and_phases(run):

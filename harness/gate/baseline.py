@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
-from harness.results.tables import COLUMNS, write_json
+from harness.results.files import write_json
+from harness.results.tables import COLUMNS
 from harness.runner.count_pass import PassRows
 from harness.scenario import LoadedScenario
 from harness.scenario.loader import REPO_ROOT
