@@ -9,6 +9,7 @@ import json
 import pytest
 from runner_fakes import fake_builder
 
+from harness.errors import Interrupted
 from harness.results.compare import compare_runs
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 from harness.results.summary import format_summary
@@ -159,12 +160,14 @@ def test_interrupted_run_stays_incomplete(tmp_path):
     def boom(sc, cell, device):
         raise KeyboardInterrupt
 
-    with open_device("emu") as dh, pytest.raises(KeyboardInterrupt):
+    with open_device("emu") as dh, pytest.raises(Interrupted) as ei:
         run_bench(loaded, dh, "count", tmp_path, boom, show_progress=False)
     (folder,) = list((tmp_path / "nonspec").iterdir())
+    assert str(folder) in str(ei.value) and "incomplete" in str(ei.value)
     assert (folder / INCOMPLETE_MARKER).exists() and not is_complete(folder)
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["status"] == "incomplete" and meta["complete"] is False
+    assert meta["stopped"] == "interrupted (Ctrl-C)"
 
 
 def test_compare_cli(run, tmp_path, capsys):
