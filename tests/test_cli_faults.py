@@ -17,6 +17,14 @@ from harness.cli import main
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 
 REPO = Path(__file__).resolve().parents[1]
+TINY = """\
+model: flash
+serving_mode: nonspec
+batch_sizes: [4]
+context_len: 512
+variants: [after]
+steps: {warmup: 1, count: 2}
+"""
 
 
 def _no_pass(*args, **kwargs):
@@ -63,6 +71,41 @@ def test_report_and_trace_unwritable_output_are_exit_2(tmp_path, not_a_folder, c
     assert str(not_a_folder) in _one_line(capsys.readouterr().err)
     assert main(["trace", str(run), "-o", str(not_a_folder / "t.json")]) == 2
     assert str(not_a_folder) in _one_line(capsys.readouterr().err)
+
+
+def _interrupt_count_pass(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_the_gate_is_one_line_and_130(capsys, monkeypatch):
+    monkeypatch.setattr("harness.gate.run.run_count_pass", _interrupt_count_pass)
+    assert main(["gate", "--device", "emu", "--no-progress"]) == 130
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("interrupted:") and "writes nothing" in line
+
+
+def test_ctrl_c_in_baseline_says_what_was_rewritten(tmp_path, capsys, monkeypatch):
+    from harness.gate import run as gate_run
+
+    real = gate_run.run_count_pass
+    calls = []
+
+    def second_interrupts(sc, *args, **kwargs):
+        calls.append(sc.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(sc, *args, **kwargs)
+
+    monkeypatch.setattr(gate_run, "run_count_pass", second_interrupts)
+    paths = []
+    for name in ("first", "second"):
+        paths.append(tmp_path / f"{name}.yaml")
+        paths[-1].write_text(f"name: {name}\n{TINY}")
+    args = ["--baselines", str(tmp_path / "b"), "--device", "emu", "--no-progress"]
+    assert main(["baseline", *args, "--scenarios", *map(str, paths)]) == 130
+    line = _one_line(capsys.readouterr().err)
+    assert "first.json" in line and "others are unchanged" in line
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["first.json"]
 
 
 def test_ctrl_c_during_bench_leaves_an_incomplete_folder_and_one_line(tmp_path):

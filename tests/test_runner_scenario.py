@@ -106,6 +106,9 @@ def test_sweeps_are_listed_where_scenarios_are(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     assert "sweeps/specv2_batch" in capsys.readouterr().out.replace("\n", " ")
+    with pytest.raises(SystemExit):
+        main(["gate", "--help"])
+    assert "sweeps" in capsys.readouterr().out
     assert load_scenario("sweeps/specv2_batch").is_sweep and not load_scenario("eagle").is_sweep
 
 
