@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.cli import main
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
@@ -53,6 +54,13 @@ def test_bench_unwritable_out_is_exit_2_before_any_pass(not_a_folder, capsys, mo
     assert rc == 2
     line = _one_line(capsys.readouterr().err)
     assert str(not_a_folder) in line and "--out" in line and "cannot write" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_bad_device_is_exit_2_with_nothing_made(tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert main(["bench", "--scenario", "nonspec", "--device", "cuda", "--out", str(out)]) == 2
+    assert "--device" in _one_line(capsys.readouterr().err) and not out.exists()
 
 
 def test_baseline_unwritable_folder_is_exit_2_before_any_pass(not_a_folder, capsys, monkeypatch):

@@ -213,7 +213,9 @@ def test_baseline_of_a_scenario_that_is_gone_is_stale(setup):
     (folder / "gone.json").write_text((folder / "nonspec.json").read_text())
     with pytest.raises(InputError) as ei:
         run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert "gone.json" in str(ei.value) and "stale baseline: no scenario 'gone'" in str(ei.value)
+    assert "gone.json" in str(ei.value) and "stale baseline: no gated scenario 'gone'" in str(
+        ei.value
+    )
 
 
 def _shift_lines(location: str, by: int) -> str:

@@ -18,8 +18,8 @@ from harness.runner.device import open_device
 )
 def run(args: argparse.Namespace) -> int:
     loaded = chosen_scenarios(args.scenarios)
-    check_writable(args.baselines, "--baselines")  # before the count passes, not after
     with open_device(args.device) as dh:
+        check_writable(args.baselines, "--baselines")  # before the count passes, not after
         write_baselines(
             loaded, args.baselines, dh, show_progress=False if args.no_progress else None
         )

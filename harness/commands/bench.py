@@ -45,8 +45,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 )
 def run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
-    check_writable(args.out, "--out")
     with open_device(args.device) as dh:
+        check_writable(args.out, "--out")  # after every input check, before any pass
         which, why = chosen_pass(loaded, dh.kind, args.which)
         print(
             f"scenario {loaded.name} on device {dh.kind}"

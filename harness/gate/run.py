@@ -49,8 +49,8 @@ def check_no_orphans(loaded: list[LoadedScenario], folder: Path) -> None:
     for path in sorted(folder.glob("*.json")):
         if path.stem not in known:
             raise InputError(
-                f"stale baseline: no scenario {path.stem!r} (known: {', '.join(sorted(known))}); "
-                "delete the file, or restore the scenario",
+                f"stale baseline: no gated scenario {path.stem!r} (gated: "
+                f"{', '.join(sorted(known))}); delete the file, or restore the scenario",
                 file=str(path),
             )
 
