@@ -40,7 +40,7 @@ test: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
 	$(PY) -m pytest -q
-	$(PY) -m harness gate --device $(GATE_DEVICE)
+	$(PY) -m harness gate --strict --device $(GATE_DEVICE)
 
 lint: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)

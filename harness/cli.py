@@ -9,9 +9,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.errors import CheckFailed, InputError
+from harness.errors import CheckFailed, InputError, Interrupted
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_FAILED, EXIT_USAGE = 1, 2
+EXIT_INTERRUPTED = 128 + 2  # SIGINT, as a shell reports a process Ctrl-C stopped
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # inside: Ctrl-C while torch imports is one line
         return int(args._run(args) or 0)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -73,3 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except CheckFailed as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # commands that leave something behind say what (Interrupted)
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED

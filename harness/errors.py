@@ -15,3 +15,8 @@ class InputError(Exception):
 
 class CheckFailed(Exception):
     """A regression or a failed check: exit code 1."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run, with what was left behind (e.g. the incomplete run folder): exit
+    code 130, one line."""

@@ -114,59 +114,103 @@ def upgrade_kernel(
         )
     else:
         row = pid.to(tl.int64)
-        if RAGGED:
-            r = tl.load(req_ptr + row)
-            ln = tl.load(lens_ptr + row).to(tl.int64)
-        else:
-            r, ln = _token_len(seq_ptr, row, bs, per_req, base_off)
-            tl.store(req_ptr + row, r)
-            tl.store(lens_ptr + row, ln.to(tl.int32))
+        r, ln = _row_request(seq_ptr, req_ptr, lens_ptr, row, bs, per_req, base_off, RAGGED)
         rp = tl.load(pool_ptr + r).to(tl.int64)
         tl.store(pool_out + row, rp)
         tl.store(pos_out + row, (ln - 1).to(tl.int32))
+        _row_scalars(
+            row, ln, loc_ptr, f2s_ptr, swa_loc_out, swa_len_out, c4_loc_out, c4_raw_out,
+            c4_c1_out, c128_loc_out, c128_raw_out, c128_c1_out, sp_len_out, WINDOW, TOPK,
+        )  # fmt: skip
+        base = r2t_ptr + rp * r2t_stride  # the request's row of req_to_token
+        _page_table(base, row, pt_out, num_pages, PAGE, BLOCK_P)
+        _c128_indices(base, row, ln, c128_idx_out, c128_w, num_pages, PAGE, PER_PAGE, BLOCK_C)
+        _swa_window(base, row, ln, f2s_ptr, swa_out, WINDOW, SWA_W, BLOCK_W)
+        _sparse_unfilled(row, sp_idx_out, TOPK_W, BLOCK_S)
 
-        # scalars: SWA write slot, compression metadata, sparse length
-        loc = tl.load(loc_ptr + row).to(tl.int64)
-        tl.store(swa_loc_out + row, tl.load(f2s_ptr + loc).to(tl.int32))
-        c4_raw = (ln // 4).to(tl.int32)
-        c128_raw = (ln // 128).to(tl.int32)
-        tl.store(c4_loc_out + row, tl.where(ln % 4 == 0, loc // 4, 0))
-        tl.store(c4_raw_out + row, c4_raw)
-        tl.store(c4_c1_out + row, tl.maximum(c4_raw, 1))
-        tl.store(c128_loc_out + row, tl.where(ln % 128 == 0, loc // 128, 0))
-        tl.store(c128_raw_out + row, c128_raw)
-        tl.store(c128_c1_out + row, tl.maximum(c128_raw, 1))
-        tl.store(sp_len_out + row, tl.minimum(tl.maximum(c4_raw, 1), TOPK))
-        tl.store(swa_len_out + row, tl.minimum(ln, WINDOW).to(tl.int32))
 
-        base = r2t_ptr + rp * r2t_stride
-        # page table: every PAGE-th slot of the request's row, in pages
-        for p0 in range(0, num_pages, BLOCK_P):
-            p = p0 + tl.arange(0, BLOCK_P)
-            m = p < num_pages
-            slot = tl.load(base + p.to(tl.int64) * PAGE, mask=m, other=0)
-            tl.store(pt_out + row * num_pages + p, (slot // PAGE).to(tl.int32), mask=m)
-        # c128 page indices (re-reads the same slots; L1/L2 hits, no cross-thread ordering)
-        for j0 in range(0, c128_w, BLOCK_C):
-            j = j0 + tl.arange(0, BLOCK_C)
-            valid = (j < c128_raw) & (j < num_pages * PER_PAGE)
-            slot = tl.load(base + (j // PER_PAGE).to(tl.int64) * PAGE, mask=valid, other=0)
-            val = (slot // PAGE) * PER_PAGE + j % PER_PAGE
-            tl.store(
-                c128_idx_out + row * c128_w + j,
-                tl.where(valid, val, -1).to(tl.int32),
-                mask=j < c128_w,
-            )
-        # SWA window
-        w = tl.arange(0, BLOCK_W)
-        off = ln - 1 - w
-        ok = (w < WINDOW) & (off >= 0)
-        full = tl.load(base + tl.where(ok, off, 0), mask=ok, other=0)
-        swa = tl.load(f2s_ptr + full.to(tl.int64), mask=ok, other=-1)
-        tl.store(swa_out + row * SWA_W + w, tl.where(ok, swa, -1).to(tl.int32), mask=w < SWA_W)
-        # sparse page indices: all -1, filled later by the indexer
-        for s0 in tl.static_range(0, TOPK_W, BLOCK_S):
-            s = s0 + tl.arange(0, BLOCK_S)
-            tl.store(
-                sp_idx_out + row * TOPK_W + s, tl.full((BLOCK_S,), -1, tl.int32), mask=s < TOPK_W
-            )
+@triton.jit
+def _row_request(seq_ptr, req_ptr, lens_ptr, row, bs, per_req, base_off, RAGGED: tl.constexpr):
+    """Token row -> (request, length): from the expand kernel when RAGGED, else derived from
+    the uniform expansion and written for the caller."""
+    if RAGGED:
+        r = tl.load(req_ptr + row)
+        ln = tl.load(lens_ptr + row).to(tl.int64)
+    else:
+        r, ln = _token_len(seq_ptr, row, bs, per_req, base_off)
+        tl.store(req_ptr + row, r)
+        tl.store(lens_ptr + row, ln.to(tl.int32))
+    return r, ln
+
+
+@triton.jit
+def _row_scalars(
+    row, ln, loc_ptr, f2s_ptr, swa_loc_out, swa_len_out, c4_loc_out, c4_raw_out, c4_c1_out,
+    c128_loc_out, c128_raw_out, c128_c1_out, sp_len_out,
+    WINDOW: tl.constexpr, TOPK: tl.constexpr,
+):  # fmt: skip
+    """The row's scalars: SWA write slot and length, compression metadata, sparse length."""
+    loc = tl.load(loc_ptr + row).to(tl.int64)
+    tl.store(swa_loc_out + row, tl.load(f2s_ptr + loc).to(tl.int32))
+    c4_raw = (ln // 4).to(tl.int32)
+    c128_raw = (ln // 128).to(tl.int32)
+    tl.store(c4_loc_out + row, tl.where(ln % 4 == 0, loc // 4, 0))
+    tl.store(c4_raw_out + row, c4_raw)
+    tl.store(c4_c1_out + row, tl.maximum(c4_raw, 1))
+    tl.store(c128_loc_out + row, tl.where(ln % 128 == 0, loc // 128, 0))
+    tl.store(c128_raw_out + row, c128_raw)
+    tl.store(c128_c1_out + row, tl.maximum(c128_raw, 1))
+    tl.store(sp_len_out + row, tl.minimum(tl.maximum(c4_raw, 1), TOPK))
+    tl.store(swa_len_out + row, tl.minimum(ln, WINDOW).to(tl.int32))
+
+
+@triton.jit
+def _page_table(base, row, pt_out, num_pages, PAGE: tl.constexpr, BLOCK_P: tl.constexpr):
+    """Every PAGE-th slot of the request's row, in pages."""
+    for p0 in range(0, num_pages, BLOCK_P):
+        p = p0 + tl.arange(0, BLOCK_P)
+        m = p < num_pages
+        slot = tl.load(base + p.to(tl.int64) * PAGE, mask=m, other=0)
+        tl.store(pt_out + row * num_pages + p, (slot // PAGE).to(tl.int32), mask=m)
+
+
+@triton.jit
+def _c128_indices(
+    base, row, ln, c128_idx_out, c128_w, num_pages,
+    PAGE: tl.constexpr, PER_PAGE: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """c128 page indices (re-reads the page table's slots; L1/L2 hits, no cross-thread
+    ordering); -1 past the row's compressed length."""
+    c128_raw = (ln // 128).to(tl.int32)
+    for j0 in range(0, c128_w, BLOCK_C):
+        j = j0 + tl.arange(0, BLOCK_C)
+        valid = (j < c128_raw) & (j < num_pages * PER_PAGE)
+        slot = tl.load(base + (j // PER_PAGE).to(tl.int64) * PAGE, mask=valid, other=0)
+        val = (slot // PAGE) * PER_PAGE + j % PER_PAGE
+        tl.store(
+            c128_idx_out + row * c128_w + j,
+            tl.where(valid, val, -1).to(tl.int32),
+            mask=j < c128_w,
+        )
+
+
+@triton.jit
+def _swa_window(
+    base, row, ln, f2s_ptr, swa_out,
+    WINDOW: tl.constexpr, SWA_W: tl.constexpr, BLOCK_W: tl.constexpr,
+):  # fmt: skip
+    """The SWA window: the last WINDOW tokens' SWA slots, newest first; -1 before the start."""
+    w = tl.arange(0, BLOCK_W)
+    off = ln - 1 - w
+    ok = (w < WINDOW) & (off >= 0)
+    full = tl.load(base + tl.where(ok, off, 0), mask=ok, other=0)
+    swa = tl.load(f2s_ptr + full.to(tl.int64), mask=ok, other=-1)
+    tl.store(swa_out + row * SWA_W + w, tl.where(ok, swa, -1).to(tl.int32), mask=w < SWA_W)
+
+
+@triton.jit
+def _sparse_unfilled(row, sp_idx_out, TOPK_W: tl.constexpr, BLOCK_S: tl.constexpr):
+    """Sparse page indices: all -1, filled later by the indexer."""
+    for s0 in tl.static_range(0, TOPK_W, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        tl.store(sp_idx_out + row * TOPK_W + s, tl.full((BLOCK_S,), -1, tl.int32), mask=s < TOPK_W)

@@ -11,20 +11,22 @@ first format), which the report must read the same.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from harness.results.tables import COLUMNS, write_csv
+from harness.results.run_folder import RunFolder
+from harness.results.tables import COLUMNS, FORMAT_VERSION
 
 VARIANTS = ("before", "after", "dropped")
 _KEYS = (
     "scenario", "variant", "mirror", "batch_size", "rank", "step", "forward_mode", "path", "region",
 )  # fmt: skip
 _CELL = _KEYS[:5]
-# The order in which this module builds its row tuples (written by name, see write_run).
+# The order in which this module builds its row tuples (written by name, see _write_folder).
 _FIXTURE_COLUMNS = {
     "counts": (*_KEYS, "syncs"),
     "syncs": (*_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
@@ -120,92 +122,113 @@ def write_run(
 ) -> Path:
     """Write a complete synthetic run folder root/<scenario>/<run_id>; return its path."""
     rng = np.random.default_rng(seed)
-    folder = Path(root) / scenario / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    t = {name: [] for name in _FIXTURE_COLUMNS}
+    t: dict[str, list[tuple]] = {name: [] for name in _FIXTURE_COLUMNS}
     stacks: dict[str, list[str]] = {}
     for variant in VARIANTS:
         for bs in batch_sizes:
             cell = (scenario, variant, "auto", bs, 0)
             failed = variant == "before" and bs == batch_sizes[-1] and scenario == "nonspec"
-            for pass_ in ("count", "time"):
-                exc = (
-                    (
-                        "AssertionError",
-                        "seq_lens_cpu is None",
-                        "harness/backend/metadata.py:120",
-                        "_build_forward_metadata",
-                    )
-                    if failed
-                    else ("", "", "", "")
-                )
-                done = 1 if failed else WARMUP + steps
-                t["outcomes"].append(
-                    (*cell, pass_, "error" if failed else "ok", "present", done, *exc, 0.1)
-                )
-            if failed:
-                continue
-            # set-up: a capture sync, and its host time (never per step)
-            t["counts"].append((*cell, -1, "DECODE", "capture", "step/metadata/out_graph", 1))
-            _sync_rows(
-                t,
-                stacks,
-                (*cell, -1, "DECODE", "capture"),
-                "max_len",
-                bs,
-                1,
-                "step/metadata/out_graph",
-            )
-            t["latency"].append(
-                (*cell, -1, "", "capture", "warmup_and_capture", device, "host", 5e4, "us")
-            )
-            for step in range(WARMUP + steps):
-                warm = step < WARMUP
-                passes = _passes(scenario, step, bs)
-                step_path = "eager" if any(p == "eager" for _m, p in passes) else "graph"
-                if warm:
-                    sched_path = "warmup"
-                    t["latency"].append(
-                        (*cell, step, "", "warmup", "iteration", device, "host", 1e5, "us")
-                    )
-                else:
-                    sched_path = "setup" if legacy_setup_path else step_path
-                # scheduler regions are outside any forward pass
-                sched = (*cell, step, "", sched_path)
-                mirror_syncs = int(scenario != "nonspec")
-                t["counts"].append((*sched, "step", 0))
-                t["counts"].append((*sched, "step/scheduler/mirror", mirror_syncs))
-                t["counts"].append((*sched, "step/scheduler/prepare", 0))
-                _sync_rows(t, stacks, sched, "mirror", bs, mirror_syncs, "step/scheduler/mirror")
-                n_syncs = mirror_syncs
-                for mode, path in passes:
-                    key = (*cell, step, mode, "warmup" if warm else path)
-                    per_region = {r: 0 for r in _pass_regions(path)}
-                    for site in _sites(scenario, variant, mode, path):
-                        reg = _SITES[site][0]
-                        reg = reg if reg in per_region else "step/metadata/eager"  # eager verify
-                        per_region[reg] += 1
-                        _sync_rows(t, stacks, key, site, bs, 1, reg)
-                    t["counts"].extend((*key, r, n) for r, n in per_region.items())
-                    n_syncs += sum(per_region.values())
-                if warm:
-                    continue
-                _time_rows(t, rng, cell, step, passes, device, n_syncs, bs, step_path)
-                if variant != "dropped" and scenario != "nonspec" and step % 5 == 2:
-                    detail = "graph runner seq_lens_cpu holds step 0 values"
-                    finding = (*cell, "count", step, "stale_mirror", detail, "TARGET_VERIFY")
-                    t["findings"].append((*finding, step_path))
-    for name, rows in t.items():
-        # map by column name onto the runner's current columns: one it adds stays empty
-        mine = _FIXTURE_COLUMNS[name]
-        rows = (tuple(dict(zip(mine, r)).get(c, "") for c in COLUMNS[name]) for r in rows)
-        write_csv(folder / f"{name}.csv", name, rows)
-    (folder / "stacks.json").write_text(json.dumps(stacks))
-    meta = {
+            _outcome_rows(t, cell, failed, steps)
+            if not failed:
+                _setup_rows(t, stacks, cell, device)
+                for step in range(WARMUP + steps):
+                    _step_rows(t, stacks, rng, cell, step, device, legacy_setup_path)
+    meta = _meta(scenario, device, seed, run_id, start_time)
+    return _write_folder(Path(root) / scenario / run_id, t, stacks, meta)
+
+
+def reseal(folder: Path, *names: str) -> None:
+    """Record files of a run folder edited on purpose in its meta.json, as if the run had
+    written them so (tests of what the readers do with well-formed but odd content)."""
+    meta = json.loads((folder / "meta.json").read_text())
+    for name in names:
+        data = (folder / name).read_bytes()
+        meta["sha256"][name] = hashlib.sha256(data).hexdigest()
+        if name.endswith(".csv"):
+            meta["rows"][name.removesuffix(".csv")] = max(len(data.splitlines()) - 1, 0)
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def drop_time_pass(folder: Path) -> None:
+    """Make the run a `--pass count` run: latency.csv holds its header only."""
+    path = folder / "latency.csv"
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    reseal(folder, "latency.csv")
+
+
+def _outcome_rows(t: dict, cell: tuple, failed: bool, steps: int) -> None:
+    exc = (
+        ("AssertionError", "seq_lens_cpu is None", "harness/backend/metadata.py:120", "_build_forward_metadata")
+        if failed
+        else ("", "", "", "")
+    )  # fmt: skip
+    done = 1 if failed else WARMUP + steps
+    for pass_ in ("count", "time"):
+        t["outcomes"].append(
+            (*cell, pass_, "error" if failed else "ok", "present", done, *exc, 0.1)
+        )
+
+
+def _setup_rows(t: dict, stacks: dict, cell: tuple, device: str) -> None:
+    """A capture sync, and the set-up's host time (never per step)."""
+    t["counts"].append((*cell, -1, "DECODE", "capture", "step/metadata/out_graph", 1))
+    key = (*cell, -1, "DECODE", "capture")
+    _sync_rows(t, stacks, key, "max_len", cell[3], 1, "step/metadata/out_graph")
+    t["latency"].append((*cell, -1, "", "capture", "warmup_and_capture", device, "host", 5e4, "us"))
+
+
+def _step_rows(t, stacks, rng, cell: tuple, step: int, device: str, legacy: bool) -> None:
+    """Counts and syncs of one scheduler step; after warm-up also its times and findings."""
+    scenario, variant, _mirror, bs, _rank = cell
+    warm = step < WARMUP
+    passes = _passes(scenario, step, bs)
+    step_path = "eager" if any(p == "eager" for _m, p in passes) else "graph"
+    if warm:
+        t["latency"].append((*cell, step, "", "warmup", "iteration", device, "host", 1e5, "us"))
+    sched_path = "warmup" if warm else "setup" if legacy else step_path
+    n_syncs = _scheduler_rows(t, stacks, (*cell, step, "", sched_path))
+    for mode, path in passes:
+        n_syncs += _pass_rows(t, stacks, (*cell, step, mode, "warmup" if warm else path), path)
+    if warm:
+        return
+    _time_rows(t, rng, cell, step, passes, device, n_syncs, bs, step_path)
+    if variant != "dropped" and scenario != "nonspec" and step % 5 == 2:
+        detail = "graph runner seq_lens_cpu holds step 0 values"
+        finding = (*cell, "count", step, "stale_mirror", detail, "TARGET_VERIFY")
+        t["findings"].append((*finding, step_path))
+
+
+def _scheduler_rows(t: dict, stacks: dict, sched: tuple) -> int:
+    """Scheduler regions, outside any forward pass; returns their syncs."""
+    scenario, bs = sched[0], sched[3]
+    mirror_syncs = int(scenario != "nonspec")
+    t["counts"].append((*sched, "step", 0))
+    t["counts"].append((*sched, "step/scheduler/mirror", mirror_syncs))
+    t["counts"].append((*sched, "step/scheduler/prepare", 0))
+    _sync_rows(t, stacks, sched, "mirror", bs, mirror_syncs, "step/scheduler/mirror")
+    return mirror_syncs
+
+
+def _pass_rows(t: dict, stacks: dict, key: tuple, path: str) -> int:
+    """Counts and syncs of one forward pass run on `path` (graph or eager; the key says
+    "warmup" for warm-up steps); returns its syncs."""
+    scenario, variant, bs, mode = key[0], key[1], key[3], key[6]
+    per_region = {r: 0 for r in _pass_regions(path)}
+    for site in _sites(scenario, variant, mode, path):
+        reg = _SITES[site][0]
+        reg = reg if reg in per_region else "step/metadata/eager"  # eager verify
+        per_region[reg] += 1
+        _sync_rows(t, stacks, key, site, bs, 1, reg)
+    t["counts"].extend((*key, r, n) for r, n in per_region.items())
+    return sum(per_region.values())
+
+
+def _meta(scenario: str, device: str, seed: int, run_id: str, start_time: str) -> dict:
+    return {
         "result_format": "dsv4-harness-run",
-        "result_format_version": 1,
-        "status": "complete",
-        "complete": True,
+        "result_format_version": FORMAT_VERSION,
+        "status": "incomplete",
+        "complete": False,
         "run_id": run_id,
         "command": f"python -m harness bench --scenario {scenario} --device {device}",
         "start_time": start_time,
@@ -216,8 +239,21 @@ def write_run(
         "name": scenario,
         "seed": seed,
     }
-    (folder / "meta.json").write_text(json.dumps(meta, indent=1))
-    return folder
+
+
+def _write_folder(path: Path, t: dict, stacks: dict, meta: dict) -> Path:
+    """Through the runner's own writer, so meta.json holds every file's checksum."""
+    path.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(path, meta)
+    for name, rows in t.items():
+        # map by column name onto the runner's current columns: one it adds stays empty
+        mine = _FIXTURE_COLUMNS[name]
+        folder.write_table(
+            name, (tuple(dict(zip(mine, r)).get(c, "") for c in COLUMNS[name]) for r in rows)
+        )
+    folder.write_json("stacks.json", stacks)
+    folder.finish()
+    return path
 
 
 def _sync_rows(t: dict, stacks: dict, key: tuple, site: str, bs: int, n: int, region: str):

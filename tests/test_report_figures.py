@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-from report_fixtures import write_run
+from report_fixtures import drop_time_pass, reseal, write_run
 
 from harness.cli import main
 from harness.report import FIGURES, load_run, write_report
@@ -62,7 +62,7 @@ def test_gpu_run_shows_three_metrics_and_units(root):
 
 def test_count_only_run_still_renders(tmp_path):
     folder = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=3)
-    (folder / "latency.csv").write_text("")  # a `--pass count` run has no time samples
+    drop_time_pass(folder)  # a `--pass count` run has no time samples
     written = write_report(load_run(folder), tmp_path / "out")
     assert len(written) == len(FIGURES)
     run = load_run(folder)
@@ -77,6 +77,7 @@ def test_no_syncs_and_no_findings_say_so(tmp_path):
     counts = folder / "counts.csv"
     lines = counts.read_text().splitlines()
     counts.write_text("\n".join([lines[0], *(ln.rsplit(",", 1)[0] + ",0" for ln in lines[1:])]))
+    reseal(folder, "syncs.csv", "findings.csv", "counts.csv")
     run = load_run(folder)
     assert "no syncs in any measured step" in _texts(FIGURES["syncs_by_region"](run))
     assert "nothing to blame" in _texts(FIGURES["sync_blame"](run))

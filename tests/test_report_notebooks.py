@@ -107,7 +107,37 @@ def test_kernel_is_this_interpreter(tmp_path):
 
 def test_notebooks_command_reports_failure(tmp_path, capsys, monkeypatch):
     run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
-    (run / "counts.csv").write_text("nonsense\n1\n")  # a column the notebook needs is missing
-    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS", ("sync_counts.ipynb",))
+    broken = nbformat.v4.new_notebook()
+    broken.cells = [
+        nbformat.v4.new_code_cell("RUN = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("raise RuntimeError('a figure broke')"),
+    ]
+    nbformat.write(broken, tmp_path / "broken.ipynb")
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS_DIR", tmp_path)
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS", ("broken.ipynb",))
     assert main(["notebooks", str(run), "--out", str(tmp_path / "out")]) == 1
-    assert "FAILED" in capsys.readouterr().out
+    assert "broken.ipynb: FAILED: RuntimeError: a figure broke" in capsys.readouterr().out
+
+
+def _cut_counts(run: Path) -> Path:
+    """counts.csv cut off mid-row, as a full disk or a killed copy leaves it."""
+    counts = run / "counts.csv"
+    data = counts.read_bytes()
+    counts.write_bytes(data[: len(data) // 2])
+    return counts
+
+
+def test_notebooks_command_refuses_a_cut_table_before_any_kernel(tmp_path, capsys, monkeypatch):
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    counts = _cut_counts(run)
+    monkeypatch.setattr("harness.report.notebooks.execute_notebook", None)  # never reached
+    assert main(["notebooks", str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{counts}: does not match meta.json" in err
+
+
+def test_a_notebook_refuses_a_cut_table(tmp_path):
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    counts = _cut_counts(run)
+    ex = execute_notebook("sync_counts.ipynb", run, tmp_path / "out")
+    assert ex.error is not None and "InputError" in ex.error and counts.name in ex.error

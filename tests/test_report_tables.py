@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_fixtures import write_run
+from report_fixtures import reseal, write_run
 
 from harness.errors import InputError
 from harness.report import find_runs, load_run, tables
@@ -46,6 +46,7 @@ def test_unknown_unit_names_file_and_key(tmp_path):
     lat = pd.read_csv(folder / "latency.csv")
     lat.loc[0, "unit"] = "furlong"
     lat.to_csv(folder / "latency.csv", index=False)
+    reseal(folder, "latency.csv")
     with pytest.raises(InputError, match=r"latency\.csv: unit"):
         load_run(folder)
 
@@ -159,6 +160,7 @@ def test_missing_column_names_file_and_column(tmp_path):
     folder = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
     counts = pd.read_csv(folder / "counts.csv").drop(columns=["region"])
     counts.to_csv(folder / "counts.csv", index=False)
+    reseal(folder, "counts.csv")
     with pytest.raises(InputError, match=r"counts\.csv: region: missing column"):
         load_run(folder)
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pandas as pd
 import pytest
-from report_fixtures import write_run
+from report_fixtures import drop_time_pass, reseal, write_run
 
 from harness.cli import main
 from harness.report import load_run
@@ -84,6 +84,7 @@ def test_start_us_gives_exact_layout(tmp_path):
     lat = pd.read_csv(folder / "latency.csv", keep_default_na=False)
     lat["start_us"] = 1.5  # every region starts 1.5 µs into its parent's timeline
     lat.to_csv(folder / "latency.csv", index=False)
+    reseal(folder, "latency.csv")
     trace = build_trace(load_run(folder))
     assert trace["otherData"]["region_layout"] == "exact (start_us)"
     it = next(e for e in trace["traceEvents"] if e.get("cat") == "iteration")
@@ -93,7 +94,7 @@ def test_start_us_gives_exact_layout(tmp_path):
 
 def test_count_only_run_gets_unit_slices(tmp_path):
     folder = write_run(tmp_path, "eagle", batch_sizes=(8,), steps=2)
-    (folder / "latency.csv").write_text("")
+    drop_time_pass(folder)
     trace = build_trace(load_run(folder))
     assert trace["otherData"]["region_layout"].startswith("no time pass")
     assert trace["otherData"]["syncs_placed"] == trace["otherData"]["syncs_in_run"] > 0
@@ -112,5 +113,6 @@ def test_sync_in_a_region_the_time_pass_missed_goes_to_the_enclosing_slice(tmp_p
     syncs = pd.read_csv(folder / "syncs.csv", keep_default_na=False)
     syncs.loc[0, "region"] = syncs.loc[0, "region"] + "/untimed"
     syncs.to_csv(folder / "syncs.csv", index=False)
+    reseal(folder, "syncs.csv")
     trace = build_trace(load_run(folder))
     assert trace["otherData"]["syncs_placed"] == trace["otherData"]["syncs_in_run"]

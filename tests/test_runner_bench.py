@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 
 import pytest
 from runner_fakes import fake_builder
 
+from harness.errors import Interrupted
 from harness.results.compare import compare_runs
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 from harness.results.summary import format_summary
@@ -72,6 +74,9 @@ def test_folder_complete_with_meta(run):
         "stacks.json",
     ):
         assert (run / name).is_file()
+        assert meta["sha256"][name] == hashlib.sha256((run / name).read_bytes()).hexdigest()
+    for table, n in meta["rows"].items():
+        assert len(_rows(run, table)) == n
 
 
 def test_counts_zero_rows_and_phases(run):
@@ -156,12 +161,14 @@ def test_interrupted_run_stays_incomplete(tmp_path):
     def boom(sc, cell, device):
         raise KeyboardInterrupt
 
-    with open_device("emu") as dh, pytest.raises(KeyboardInterrupt):
+    with open_device("emu") as dh, pytest.raises(Interrupted) as ei:
         run_bench(loaded, dh, "count", tmp_path, boom, show_progress=False)
     (folder,) = list((tmp_path / "nonspec").iterdir())
+    assert str(folder) in str(ei.value) and "incomplete" in str(ei.value)
     assert (folder / INCOMPLETE_MARKER).exists() and not is_complete(folder)
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["status"] == "incomplete" and meta["complete"] is False
+    assert meta["stopped"] == "interrupted (Ctrl-C)"
 
 
 def test_compare_cli(run, tmp_path, capsys):

@@ -97,3 +97,60 @@ def test_cli_exit_2_nothing_written(tmp_path, capsys):
     rc = main(["bench", "--scenario", "nonspek", "--device", "emu", "--out", str(out)])
     assert rc == 2 and "did you mean 'nonspec'" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n", "---\n"])
+def test_empty_scenario_file_is_refused(tmp_path, capsys, text):
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    out = tmp_path / "runs"
+    rc = main(["bench", "--scenario", str(path), "--device", "emu", "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "empty.yaml" in err and "empty scenario" in err
+
+
+def test_sweeps_are_listed_where_scenarios_are(capsys):
+    with pytest.raises(InputError, match=r"known: .*sweeps/specv2_batch"):
+        load_scenario("specv2")
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    assert "sweeps/specv2_batch" in capsys.readouterr().out.replace("\n", " ")
+    with pytest.raises(SystemExit):
+        main(["gate", "--help"])
+    assert "sweeps" in capsys.readouterr().out
+    assert load_scenario("sweeps/specv2_batch").is_sweep and not load_scenario("eagle").is_sweep
+
+
+SMALL_SWEEP = [
+    "--scenario",
+    "sweeps/specv2_batch",
+    "--device",
+    "emu",
+    "--no-progress",
+    "--set",
+    "variants=[after]",
+    "--set",
+    "batch_sizes=[2]",
+    "--set",
+    "context_len=512",
+    "--set",
+    "steps={warmup: 1, count: 2, time_emu: 2}",
+]
+
+
+@pytest.mark.parametrize("asked", [[], ["--pass", "both"]])
+def test_a_sweep_on_the_emulated_device_counts_only_unless_asked(tmp_path, capsys, asked):
+    import json
+
+    assert main(["bench", *SMALL_SWEEP, "--out", str(tmp_path), *asked]) == 0
+    (run,) = list((tmp_path / "specv2_batch").iterdir())
+    meta = json.loads((run / "meta.json").read_text())
+    err = capsys.readouterr().err
+    if asked:
+        assert meta["passes"] == ["count", "time"] and meta["rows"]["latency"] > 0
+        assert "is a sweep" not in err
+    else:
+        assert meta["passes"] == ["count"] and meta["rows"]["latency"] == 0
+        assert "--pass count" in meta["command"]
+        assert "sweeps/specv2_batch.yaml is a sweep: on the emulated device only its count " in err

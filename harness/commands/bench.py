@@ -7,16 +7,27 @@ import sys
 from pathlib import Path
 
 from harness.cli import command
+from harness.results.files import check_writable
 from harness.results.summary import format_summary
-from harness.runner.bench import PASSES, run_bench
+from harness.runner.bench import PASSES, chosen_pass, run_bench
 from harness.runner.device import DEVICE_CHOICES, open_device
-from harness.scenario import load_scenario
+from harness.scenario import known_scenarios, load_scenario
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", required=True, help="NAME (scenarios/NAME.yaml) or PATH")
+    p.add_argument(
+        "--scenario",
+        required=True,
+        help=f"NAME (scenarios/NAME.yaml: {', '.join(known_scenarios())}) or PATH",
+    )
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto", help="default: auto")
-    p.add_argument("--pass", dest="which", choices=PASSES, default="both", help="default: both")
+    p.add_argument(
+        "--pass",
+        dest="which",
+        choices=PASSES,
+        default=None,
+        help="default: both; count for a sweep (scenarios/sweeps/) on the emulated device",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -35,13 +46,17 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
     with open_device(args.device) as dh:
+        check_writable(args.out, "--out")  # after every input check, before any pass
+        which, why = chosen_pass(loaded, dh.kind, args.which)
         print(
             f"scenario {loaded.name} on device {dh.kind}"
             + (" (emulated: host times only)" if dh.kind == "emu" else ""),
             file=sys.stderr,
         )
+        if why:
+            print(why, file=sys.stderr)
         folder = run_bench(
-            loaded, dh, args.which, args.out, show_progress=False if args.no_progress else None
+            loaded, dh, which, args.out, show_progress=False if args.no_progress else None
         )
     print(format_summary(folder.path))
     failed = folder.meta.get("failed_cells", 0)

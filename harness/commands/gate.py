@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 
 from harness.cli import command
+from harness.errors import Interrupted
 from harness.gate.baseline import DEFAULT_DIR
 from harness.gate.run import chosen_scenarios, run_gate
 from harness.runner.device import DEVICE_CHOICES, open_device
+from harness.scenario import scenario_names
 
 
 def configure_common(p: argparse.ArgumentParser) -> None:
@@ -20,26 +22,52 @@ def configure_common(p: argparse.ArgumentParser) -> None:
         help="default: emu (the baselines are made on the emulated device)",
     )
     p.add_argument("--baselines", type=Path, default=DEFAULT_DIR, help=f"default: {DEFAULT_DIR}")
-    p.add_argument("--scenarios", nargs="+", metavar="NAME", help="default: every scenarios/*.yaml")
+    p.add_argument(
+        "--scenarios",
+        nargs="+",
+        metavar="NAME",
+        help=f"default: every scenarios/*.yaml ({', '.join(scenario_names())}); "
+        "sweeps (scenarios/sweeps/) are not gated",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    configure_common(p)
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="any difference from the baselines fails (exit 1), fewer syncs too: CI's gate, "
+        "so a detector that goes blind cannot pass",
+    )
 
 
 @command(
     "gate",
-    help="compare every scenario's sync counts with results/baselines (exit 1 on more syncs)",
-    configure=configure_common,
+    help="compare every scenario's sync counts with results/baselines "
+    "(exit 0 ok, 1 regression, 2 bad input, 130 interrupted)",
+    configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
     loaded = chosen_scenarios(args.scenarios)
     t0 = time.perf_counter()
-    with open_device(args.device) as dh:
-        results = run_gate(
-            loaded, args.baselines, dh, show_progress=False if args.no_progress else None
-        )
+    try:
+        with open_device(args.device) as dh:
+            results = run_gate(
+                loaded,
+                args.baselines,
+                dh,
+                show_progress=False if args.no_progress else None,
+                strict=args.strict,
+            )
+    except KeyboardInterrupt:
+        raise Interrupted("the gate stopped before a verdict; it writes nothing") from None
     failed = [r.scenario for r in results if r.failed]
     took = f"{time.perf_counter() - t0:.1f} s on device {dh.kind}"
     if failed:
-        print(f"gate FAILED: regressions in {', '.join(failed)} ({took})")
+        what = "differences (strict)" if args.strict else "regressions"
+        print(f"gate FAILED: {what} in {', '.join(failed)} ({took})")
         return 1
-    print(f"gate passed: {len(results)} scenario(s), no more syncs than the baselines ({took})")
+    rule = "the same counts and outcomes as" if args.strict else "no more syncs than"
+    print(f"gate passed: {len(results)} scenario(s), {rule} the baselines ({took})")
     return 0

@@ -26,7 +26,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 )
 def run(args: argparse.Namespace) -> int:
     from harness.errors import CheckFailed, InputError
-    from harness.report import resolve_run
+    from harness.report import load_run
     from harness.report.notebooks import execute_all
 
     try:  # dev extras; a bare GPU box may lack them (report and trace do not need them)
@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise InputError(f"needs nbclient and ipykernel (pip install -e '.[dev]'): {exc}") from exc
 
-    folder = resolve_run(args.run, root=args.root)
+    # the notebooks load the run the same way; a bad table is exit 2 here, before any kernel
+    folder = load_run(args.run, root=args.root).path
     failed = []
     for ex in execute_all(folder, args.out, timeout_s=args.timeout):
         status = "ok" if ex.error is None else f"FAILED: {ex.error}"

@@ -31,16 +31,15 @@ def run(args: argparse.Namespace) -> int:
     from harness.errors import InputError
     from harness.report import load_run
     from harness.report.trace import build_trace
+    from harness.results.files import check_writable, write_atomic
 
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError("must be at least 1", key="--max-steps")
     data = load_run(args.run, root=args.root)
     trace = build_trace(data, max_steps=args.max_steps)
     out = args.output or data.path / "trace.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(trace, separators=(",", ":")))
-    tmp.replace(out)
+    check_writable(out.parent, "--output")
+    write_atomic(out, json.dumps(trace, separators=(",", ":")))
     other = trace["otherData"]
     print(f"wrote {out}: {len(trace['traceEvents'])} events, {other['syncs_placed']} syncs")
     print(f"  region layout: {other['region_layout']}")

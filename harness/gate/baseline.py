@@ -1,18 +1,18 @@
 """`results/baselines/<scenario>.json`: the gated sync counts of a scenario's count pass.
 
-Format (version 2):
+Format (version 3):
 
     {
-      "format": "dsv4-harness-baseline", "format_version": 2,
+      "format": "dsv4-harness-baseline", "format_version": 3,
       "scenario": "nonspec", "scenario_file": "scenarios/nonspec.yaml",
       "config_sha256": "<sha256 of the validated scenario config>",
       "device": "emu", "seed": 1234, "warmup_steps": 2, "measured_steps": 16,
       "generated_by": "python -m harness baseline --device emu",
-      "outcomes": {"<variant>/<mirror>/<batch_size>": "ok" | "<Exception> at <file:line>"},
+      "outcomes": {"<variant>/<mirror>/<batch_size>": "ok" | "<Exception> in <function> (<file>)"},
       "counts": [
         {"variant": "after", "mirror": "auto", "batch_size": 8, "rank": 0, "forward_mode": "DECODE",
          "path": "graph", "region": "step/metadata/out_graph", "syncs": 16,
-         "events": {"d2h_read item at harness/backend/x.py:120 in build": 16}},
+         "events": {"d2h_read item in build (harness/backend/x.py)": 16}},
         ...
       ]
     }
@@ -21,9 +21,11 @@ Format (version 2):
 the measured steps; all seeded and deterministic), so per measured step it is
 syncs / measured_steps. The gate compares `syncs` exactly per key (variant, mirror,
 batch_size, forward_mode, path, region) — the batch size is part of the key so a gain at one
-size cannot hide a loss at another. `events` (signature -> count) only serves to name the new
-events when a count grows; line numbers may move without failing the gate. Zero-sync keys are
-kept: every region a step entered.
+size cannot hide a loss at another. `events` (signature -> count) names the sync sites, so
+that the gate can name what is new when a count grows (with the current `file:line` and stack).
+Neither signatures nor outcomes hold line numbers: code that moves leaves the baseline file
+unchanged, and its diff shows only what a reviewer must judge (counts, sites, outcomes).
+Zero-sync keys are kept: every region a step entered.
 """
 
 from __future__ import annotations
@@ -36,13 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InputError
-from harness.results.tables import COLUMNS, write_json
+from harness.results.files import write_json
+from harness.results.tables import COLUMNS
 from harness.runner.count_pass import PassRows
 from harness.scenario import LoadedScenario
 from harness.scenario.loader import REPO_ROOT
 
 FORMAT = "dsv4-harness-baseline"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 DEFAULT_DIR = Path("results/baselines")
 KEY_FIELDS = ("variant", "mirror", "batch_size", "rank", "forward_mode", "path", "region")
 
@@ -77,18 +80,33 @@ def repo_relative(path: Path) -> str:
         return str(path)
 
 
+def site_file(location: str) -> str:
+    """'path/x.py:120' -> 'path/x.py' (a location without a line number stays as it is)."""
+    file, sep, line = location.rpartition(":")
+    return file if sep and line.isdigit() else location
+
+
 def signature(kind: str, op: str, location: str, function: str) -> str:
-    return f"{kind} {op} at {location} in {function}"
+    """A sync site as the baseline keeps it: no line number, so moved code does not churn."""
+    return f"{kind} {op} in {function} ({site_file(location)})"
+
+
+def outcome_status(status: str, exception: str, location: str, function: str) -> str:
+    """A cell's outcome as the baseline keeps it (no line number, as for signatures)."""
+    return "ok" if status == "ok" else f"{exception} in {function} ({site_file(location)})"
 
 
 @dataclass
 class Observed:
-    """A count pass reduced to what the gate compares."""
+    """A count pass reduced to what the gate compares, plus what names a change for a reader:
+    where each site is now (file:line) with a stack, and each failing cell's exception there."""
 
     counts: dict[Key, int] = field(default_factory=dict)
     events: dict[Key, Counter[str]] = field(default_factory=dict)
+    where_by_sig: dict[str, list[str]] = field(default_factory=dict)
     stacks_by_sig: dict[tuple[Key, str], list[str]] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
 
 
 def cell_id(variant: str, mirror: str, batch_size: int, rank: int) -> str:
@@ -107,13 +125,18 @@ def observe(rows: PassRows) -> Observed:
         key = _key(r)
         sig = signature(r["kind"], r["op"], r["location"], r["function"])
         obs.events.setdefault(key, Counter())[sig] += 1
+        where = f"{r['kind']} {r['op']} at {r['location']} in {r['function']}"
+        if where not in obs.where_by_sig.setdefault(sig, []):
+            obs.where_by_sig[sig].append(where)
         obs.stacks_by_sig.setdefault((key, sig), rows.stacks.get(r["stack_id"], []))
     for row in rows.outcomes:
         r = dict(zip(cols["outcomes"], row))
-        status = "ok" if r["status"] == "ok" else f"{r['exception']} at {r['location']}"
-        obs.outcomes[cell_id(r["variant"], r["mirror"], int(r["batch_size"]), int(r["rank"]))] = (
-            status
+        cid = cell_id(r["variant"], r["mirror"], int(r["batch_size"]), int(r["rank"]))
+        obs.outcomes[cid] = outcome_status(
+            r["status"], r["exception"], r["location"], r["function"]
         )
+        if r["status"] != "ok":
+            obs.failures[cid] = f"{r['exception']} at {r['location']} in {r['function']}"
     return obs
 
 

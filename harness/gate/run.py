@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.errors import InputError
+from harness.errors import InputError, Interrupted
 from harness.gate.baseline import (
     Baseline,
     config_sha256,
@@ -14,7 +14,7 @@ from harness.gate.baseline import (
     to_json,
     write_baseline,
 )
-from harness.gate.compare import GateResult, compare, format_result
+from harness.gate.compare import REMAKE, GateResult, compare, format_result
 from harness.runner.cells import WorldBuilder, build_serving_world
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import DeviceHandle
@@ -28,18 +28,31 @@ def chosen_scenarios(names: list[str] | None) -> list[LoadedScenario]:
 
 def load_baselines(loaded: list[LoadedScenario], folder: Path) -> list[Baseline]:
     """Every baseline, checked up front: missing, malformed or stale is exit 2 before any run."""
+    check_no_orphans(loaded, folder)
     out = []
     for ls in loaded:
         base = load_baseline(folder / f"{ls.name}.json")
         if base.data["config_sha256"] != config_sha256(ls):
             raise InputError(
                 "stale baseline: the scenario's configuration changed since it was made; "
-                "rerun `python -m harness baseline --device emu` and commit it",
+                f"rerun `{REMAKE}` and commit it",
                 file=str(base.path),
                 key="config_sha256",
             )
         out.append(base)
     return out
+
+
+def check_no_orphans(loaded: list[LoadedScenario], folder: Path) -> None:
+    """A baseline whose scenario is gone would never be checked again: stale (exit 2)."""
+    known = set(scenario_names()) | {ls.name for ls in loaded}
+    for path in sorted(folder.glob("*.json")):
+        if path.stem not in known:
+            raise InputError(
+                f"stale baseline: no gated scenario {path.stem!r} (gated: "
+                f"{', '.join(sorted(known))}); delete the file, or restore the scenario",
+                file=str(path),
+            )
 
 
 def run_gate(
@@ -48,14 +61,16 @@ def run_gate(
     dh: DeviceHandle,
     builder: WorldBuilder = build_serving_world,
     show_progress: bool | None = None,
+    strict: bool = False,
 ) -> list[GateResult]:
     baselines = load_baselines(loaded, folder)
     results = []
     for ls, base in zip(loaded, baselines):
         obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
-        res = compare(ls, obs, base, measured_only=dh.kind != base.data.get("device"))
+        measured_only = dh.kind != base.data.get("device")
+        res = compare(ls, obs, base, measured_only=measured_only, strict=strict)
         results.append(res)
-        print(format_result(res, str(base.path)), flush=True)
+        print(format_result(res, str(base.path), obs.where_by_sig), flush=True)
     if dh.kind != base_device(baselines):
         print(
             f"note: baselines were made on {base_device(baselines)}, gated on {dh.kind}",
@@ -75,13 +90,21 @@ def write_baselines(
     builder: WorldBuilder = build_serving_world,
     show_progress: bool | None = None,
 ) -> list[Path]:
-    paths = []
-    for ls in loaded:
-        obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
-        path = folder / f"{ls.name}.json"
-        write_baseline(path, to_json(ls, obs, dh.kind))
-        total = sum(obs.counts.values())
-        failed = sum(1 for v in obs.outcomes.values() if v != "ok")
-        print(f"baseline {path}: {len(obs.counts)} keys, {total} syncs, {failed} failing cell(s)")
-        paths.append(path)
+    paths: list[Path] = []
+    try:
+        for ls in loaded:
+            obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
+            path = folder / f"{ls.name}.json"
+            write_baseline(path, to_json(ls, obs, dh.kind))
+            total = sum(obs.counts.values())
+            failed = sum(1 for v in obs.outcomes.values() if v != "ok")
+            print(
+                f"baseline {path}: {len(obs.counts)} keys, {total} syncs, {failed} failing cell(s)"
+            )
+            paths.append(path)
+    except KeyboardInterrupt:
+        done = ", ".join(str(p) for p in paths) or "none"
+        raise Interrupted(
+            f"baselines rewritten before the interrupt: {done}; the others are unchanged"
+        ) from None
     return paths

@@ -20,6 +20,7 @@ from harness.report.sync_plots import (
     plot_syncs_by_region,
     plot_syncs_vs_batch,
 )
+from harness.results.files import atomic_path
 
 FigureFn = Callable[[RunData], Figure]
 
@@ -43,8 +44,7 @@ def write_report(run: RunData, out_dir: Path | None = None, dpi: int = 110) -> l
     written = []
     for i, (name, make) in enumerate(FIGURES.items(), start=1):
         path = out / f"{i:02d}_{name}.png"
-        tmp = path.with_name(f".{path.name}.tmp")
-        make(run).savefig(tmp, dpi=dpi, format="png")
-        tmp.replace(path)  # atomic: a reader never sees half a PNG
+        with atomic_path(path) as tmp:  # a reader never sees half a PNG
+            make(run).savefig(tmp, dpi=dpi, format="png")
         written.append(path)
     return written

@@ -15,12 +15,12 @@ import pandas as pd
 
 from harness.errors import InputError
 
-# The runner's table definitions are the file format's single source of truth; these modules
-# hold constants and file helpers only (no torch, no backend).
+# The runner's table definitions are the file format's single source of truth, and
+# harness.results.read its one reader; these modules hold constants and file helpers only.
+from harness.results.read import read_json_file, read_meta, read_table
 from harness.results.run_folder import DEFAULT_ROOT, is_complete
 from harness.results.tables import CELL_KEYS as _CELL_KEYS
-from harness.results.tables import COLUMNS as RESULT_COLUMNS
-from harness.results.tables import MEASURED_PATHS
+from harness.results.tables import COLUMNS, MEASURED_PATHS
 from harness.results.tables import ROW_KEYS as _ROW_KEYS
 
 __all__ = [
@@ -37,19 +37,6 @@ RUNS_ROOT = DEFAULT_ROOT
 # Lists, not the runner's tuples: pandas reads a tuple passed to groupby as one key.
 CELL_KEYS = list(_CELL_KEYS)
 ROW_KEYS = list(_ROW_KEYS)
-# The optional latency column `start_us` (region start, from the iteration's start) is used by
-# the trace when present; without it the trace lays regions out from their exit order.
-COLUMNS: dict[str, list[str]] = {name: list(cols) for name, cols in RESULT_COLUMNS.items()}
-# What the report reads; other columns of the format are optional here, so runs written
-# before a column was added still load.
-REQUIRED: dict[str, list[str]] = {
-    "counts": [*ROW_KEYS, "syncs"],
-    "syncs": [*ROW_KEYS, "kind", "op", "location", "function", "stack_id"],
-    "latency": [*ROW_KEYS, "metric", "value", "unit"],
-    "outcomes": [*CELL_KEYS, "status"],
-    "findings": [*CELL_KEYS, "step", "kind"],
-}
-_NUMERIC = ("value", "nbytes", "start_us", "syncs", "step", "batch_size")
 _TO_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -88,28 +75,6 @@ class RunData:
         return f"{self.title or f'{self.path.parent.name}/{self.path.name}'} · {where}"
 
 
-def _read_csv(folder: Path, name: str) -> pd.DataFrame:
-    path = folder / f"{name}.csv"
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS[name]})
-    # keep_default_na=False: "" is a real value for some keys (e.g. no forward mode) and must
-    # not become NaN, which groupby would silently drop.
-    df = pd.read_csv(path, keep_default_na=False, na_values={c: [""] for c in _NUMERIC})
-    missing = [c for c in REQUIRED[name] if c not in df.columns]
-    if missing:  # a renamed or dropped column must fail loudly, not plot as empty
-        raise InputError(f"missing column(s) {missing}", file=str(path), key=missing[0])
-    for col in COLUMNS[name]:  # columns the report can do without (older runs lack some)
-        if col not in df.columns:
-            df[col] = ""
-    return df
-
-
-def _numeric(df: pd.DataFrame, cols: list[str]) -> None:
-    for col in cols:
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-
-
 def find_runs(root: Path = RUNS_ROOT) -> list[Path]:
     """Complete run folders under root, oldest first (by meta start time, then mtime)."""
     runs = [p.parent for p in Path(root).glob("*/*/meta.json") if is_complete(p.parent)]
@@ -142,26 +107,18 @@ def resolve_run(run: str | Path | None, root: Path = RUNS_ROOT) -> Path:
 
 
 def load_run(run: str | Path | None = None, root: Path = RUNS_ROOT) -> RunData:
-    """Load a run folder (None: the newest complete run under root)."""
+    """Load a run folder (None: the newest complete run under root); every file is checked
+    against meta.json (a cut-off or emptied table is an InputError naming it)."""
     folder = resolve_run(run, root)
-    try:
-        meta = json.loads((folder / "meta.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc}", file=str(folder / "meta.json")) from exc
-    frames = {name: _read_csv(folder, name) for name in COLUMNS}
-    _numeric(frames["counts"], ["batch_size", "step", "syncs"])
-    _numeric(frames["syncs"], ["batch_size", "step", "nbytes"])
-    _numeric(frames["latency"], ["batch_size", "step", "value", "start_us"])
-    _numeric(frames["outcomes"], ["batch_size"])
-    _numeric(frames["findings"], ["batch_size", "step"])
+    meta = read_meta(folder)
+    frames = {name: read_table(folder, name, meta) for name in COLUMNS}
     lat = frames["latency"]
     scale = lat["unit"].astype(str).map(_TO_US)
     if len(lat) and scale.isna().any():
         bad = sorted(set(lat["unit"][scale.isna()].astype(str)))
         raise InputError(f"unknown unit(s) {bad}", file=str(folder / "latency.csv"), key="unit")
     lat["value_us"] = lat["value"] * scale
-    stacks_path = folder / "stacks.json"
-    stacks = json.loads(stacks_path.read_text()) if stacks_path.is_file() else {}
+    stacks = read_json_file(folder, "stacks.json", meta)
     return RunData(path=folder, meta=meta, stacks=stacks, **frames)
 
 

@@ -9,14 +9,18 @@ user-level "python3" spec can never pick another Python.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.results.files import atomic_path
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 NOTEBOOKS = ("sync_counts.ipynb", "step_latency.ipynb")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 
@@ -92,11 +96,13 @@ def execute_notebook(
         try:
             client.execute()
         except CellExecutionError as exc:
-            error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            text = ANSI_ESCAPE.sub("", str(exc)).strip()  # the kernel colours its tracebacks
+            error = text.splitlines()[-1] if text else repr(exc)
     seconds = time.perf_counter() - t0
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / name
-    nbformat.write(nb, out)
+    with atomic_path(out) as tmp:
+        nbformat.write(nb, tmp)
     return Executed(name, out, seconds, error)
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import InputError
+from harness.results.read import read_table
 from harness.results.run_folder import is_complete
-from harness.results.summary import latency_percentiles, read_table, syncs_per_step
+from harness.results.summary import latency_percentiles, syncs_per_step
 from harness.results.tables import CELL_KEYS
 
 SYNC_KEYS = [*CELL_KEYS, "forward_mode", "region"]

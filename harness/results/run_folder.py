@@ -2,7 +2,9 @@
 
 While a run is in progress (or after it was interrupted) the folder holds an `INCOMPLETE`
 marker and meta.json says `"status": "incomplete", "complete": false`, so no reader takes it for
-a finished run. Every file is written atomically (write then rename).
+a finished run. Every file is written atomically (write then rename), and meta.json records
+each one's sha256 (`sha256`) and each table's row count (`rows`): readers
+(`harness.results.read`) refuse a file that does not match.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.results.files import json_text, write_atomic, write_json
 from harness.results.meta import utc_now
-from harness.results.tables import write_atomic, write_csv, write_json
+from harness.results.tables import csv_text
 
 INCOMPLETE_MARKER = "INCOMPLETE"
 DEFAULT_ROOT = Path("results/runs")
@@ -47,13 +50,17 @@ class RunFolder:
         write_json(self.path / "meta.json", self.meta)
 
     def write_table(self, table: str, rows: Iterable[Sequence[Any]]) -> int:
-        n = write_csv(self.path / f"{table}.csv", table, rows)
-        self.files.append(f"{table}.csv")
+        text, n = csv_text(table, rows)
+        self._write(f"{table}.csv", text)
         self.meta.setdefault("rows", {})[table] = n
         return n
 
     def write_json(self, name: str, obj: Any) -> None:
-        write_json(self.path / name, obj)
+        self._write(name, json_text(obj))
+
+    def _write(self, name: str, text: str) -> None:
+        """Write one result file; its checksum reaches meta.json with the next write_meta()."""
+        self.meta.setdefault("sha256", {})[name] = write_atomic(self.path / name, text)
         self.files.append(name)
 
     def finish(self, **extra: Any) -> None:

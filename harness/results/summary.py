@@ -6,21 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results.tables import CELL_KEYS, COLUMNS, MEASURED_PATHS, UNMEASURED_PATHS
+from harness.results.read import read_table
+from harness.results.tables import CELL_KEYS, MEASURED_PATHS, UNMEASURED_PATHS
 
 PERCENTILES = (50, 90, 99)
-
-
-def read_table(folder: Path, table: str) -> pd.DataFrame:
-    path = Path(folder) / f"{table}.csv"
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=list(COLUMNS[table]))
-    # keep "" as a value (no forward mode), not NaN, so groupby keeps those rows
-    df = pd.read_csv(path, keep_default_na=False, na_values={"value": [""], "nbytes": [""]})
-    for col in ("batch_size", "step", "syncs", "value"):
-        if col in df.columns:
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-    return df
 
 
 def syncs_per_step(counts: pd.DataFrame) -> pd.DataFrame:

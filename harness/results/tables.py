@@ -1,4 +1,4 @@
-"""The tidy tables of a run folder: column lists, and atomic CSV / JSON writing.
+"""The tidy tables of a run folder: column lists, and their CSV text.
 
 One row per observation (long format); a value with a unit has a unit column. Keys are the
 same across tables so they join: (scenario, variant, mirror, batch_size, rank, step,
@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 2
+# 3: meta.json holds each file's sha256 (readers refuse a file that does not match)
+FORMAT_VERSION = 3
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
 CELL_KEYS = ("scenario", "variant", "mirror", "batch_size", "rank")
@@ -52,24 +50,8 @@ UNMEASURED_PATHS = ("setup", "capture", "warmup")
 NO_TAG = ""  # a missing tag (e.g. no forward mode outside a forward pass)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write then rename: a reader sees the old file or the whole new one, never a torn one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(tmp, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def write_csv(path: Path, table: str, rows: Iterable[Sequence[Any]]) -> int:
-    """Write `rows` (tuples in COLUMNS[table] order) atomically; returns the row count."""
+def csv_text(table: str, rows: Iterable[Sequence[Any]]) -> tuple[str, int]:
+    """`rows` (tuples in COLUMNS[table] order) as CSV text under the header; and the row count."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS[table])
@@ -77,10 +59,4 @@ def write_csv(path: Path, table: str, rows: Iterable[Sequence[Any]]) -> int:
     for row in rows:
         w.writerow("" if v is None else v for v in row)
         n += 1
-    write_atomic(path, buf.getvalue())
-    return n
-
-
-def read_csv_rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    return buf.getvalue(), n

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from harness.errors import Interrupted
 from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder, new_run_id
 from harness.results.tables import COLUMNS
@@ -17,6 +18,21 @@ from harness.scenario.loader import display_path
 
 PASSES = ("count", "time", "both")
 TABLES = ("counts", "syncs", "latency", "outcomes", "findings")
+
+
+def chosen_pass(loaded: LoadedScenario, device_kind: str, asked: str | None) -> tuple[str, str]:
+    """The passes to run and, when not the ones asked for or the default, why: a sweep's time
+    pass on the emulated device (host times of many batch sizes) says nothing a GPU would, so
+    there it runs the count pass only unless `--pass time|both` asks for more."""
+    if asked is not None:
+        return asked, ""
+    if loaded.is_sweep and device_kind == "emu":
+        why = (
+            f"{display_path(loaded.path)} is a sweep: on the emulated device only its count pass "
+            "runs (--pass time|both to time it anyway)"
+        )
+        return "count", why
+    return "both", ""
 
 
 def reproduce_argv(loaded: LoadedScenario, device_kind: str, which: str) -> list[str]:
@@ -80,7 +96,10 @@ def run_bench(
         status = COLUMNS["outcomes"].index("status")
         failed = sum(1 for r in rows.outcomes if r[status] != "ok")
         folder.finish(wall_s=round(time.perf_counter() - t0, 3), failed_cells=failed)
-    except BaseException as exc:  # KeyboardInterrupt included: leave it marked incomplete
+    except KeyboardInterrupt:
+        folder.abandon("interrupted (Ctrl-C)")
+        raise Interrupted(f"run folder left incomplete: {folder.path}") from None
+    except BaseException as exc:  # leave it marked incomplete, then let it propagate
         folder.abandon(f"{type(exc).__name__}: {exc}")
         raise
     return folder

@@ -3,6 +3,7 @@
 from harness.scenario.loader import (
     SCENARIO_DIR,
     LoadedScenario,
+    known_scenarios,
     load_scenario,
     parse_override,
     scenario_names,
@@ -15,6 +16,7 @@ __all__ = [
     "Scenario",
     "SpecConfig",
     "StepsConfig",
+    "known_scenarios",
     "load_scenario",
     "parse_override",
     "scenario_names",

@@ -22,6 +22,8 @@ from harness.scenario.schema import (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = REPO_ROOT / "scenarios"
+# scenarios/sweeps/NAME.yaml, named "sweeps/NAME": long sweeps for a GPU, not gated
+SWEEPS = "sweeps"
 
 
 @dataclass
@@ -39,6 +41,10 @@ class LoadedScenario:
         """The validated configuration after overrides, as plain data (for meta.json)."""
         return dataclasses.asdict(self.scenario)
 
+    @property
+    def is_sweep(self) -> bool:
+        return self.path.resolve().parent == (SCENARIO_DIR / SWEEPS).resolve()
+
 
 def display_path(path: Path) -> str:
     """Relative to the working folder when inside it: shorter messages."""
@@ -49,7 +55,13 @@ def display_path(path: Path) -> str:
 
 
 def scenario_names(folder: Path = SCENARIO_DIR) -> list[str]:
+    """The gated scenarios: folder/*.yaml."""
     return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def known_scenarios(folder: Path = SCENARIO_DIR) -> list[str]:
+    """Every name `--scenario` takes: the gated scenarios, then the sweeps ("sweeps/NAME")."""
+    return [*scenario_names(folder), *(f"{SWEEPS}/{n}" for n in scenario_names(folder / SWEEPS))]
 
 
 def resolve_path(name_or_path: str, folder: Path = SCENARIO_DIR) -> Path:
@@ -63,7 +75,7 @@ def resolve_path(name_or_path: str, folder: Path = SCENARIO_DIR) -> Path:
     if not candidate.is_file():
         import difflib
 
-        names = scenario_names(folder)
+        names = known_scenarios(folder)
         near = difflib.get_close_matches(name_or_path, names, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise InputError(
@@ -117,8 +129,8 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> Load
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InputError(f"not valid YAML{where}", file=display_path(path)) from exc
-    if raw is None:
-        raw = {}
+    if raw is None or raw == {}:  # every value would be a hidden default
+        raise InputError("empty scenario: no keys (see scenarios/*.yaml)", file=display_path(path))
     if not isinstance(raw, dict):
         raise InputError("expected a mapping at the top level", file=display_path(path))
     src = Source(display_path(path), frozenset(parse_override(o)[0] for o in overrides))

@@ -1,0 +1,97 @@
+"""Reading a run folder's files back: the one place that checks them against meta.json.
+
+A table cut off mid-row, left header-only or emptied after the run wrote it must never be
+summarised, compared, plotted or traced as if whole: every file is checked against the sha256
+and row count meta.json recorded when it was written, and refused (InputError, exit 2, one line
+naming the file) when it does not match. Runs written before checksums (result format < 3)
+are refused too: nothing can vouch for their tables.
+
+Reads files only: no torch, no backend (the report must work on a machine that has the
+results but not the harness's runtime).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.errors import InputError
+from harness.results.files import sha256_hex
+from harness.results.tables import COLUMNS
+
+# Columns read as numbers; "" there is a missing value (NaN). Elsewhere "" is a real value
+# (e.g. no forward mode) and must not become NaN, which groupby would silently drop.
+NUMERIC = ("batch_size", "step", "syncs", "value", "nbytes", "start_us")
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    path = Path(folder) / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError("not a run folder (no meta.json)", file=str(folder)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"unreadable ({exc})", file=str(path)) from None
+    if not isinstance(meta, dict):
+        raise InputError("expected a JSON object", file=str(path))
+    return meta
+
+
+def verified_bytes(folder: Path, name: str, meta: dict[str, Any]) -> bytes:
+    """The bytes of result file `name`, exactly as the run wrote them (sha256 from meta.json)."""
+    path = Path(folder) / name
+    expected = (meta.get("sha256") or {}).get(name)
+    if expected is None:
+        version = meta.get("result_format_version")
+        raise InputError(
+            f"meta.json records no checksum for it (result format {version}; re-run to get "
+            "checked tables)",
+            file=str(path),
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror})", file=str(path)) from None
+    if sha256_hex(data) != expected:
+        rows = (meta.get("rows") or {}).get(path.stem)
+        recorded = f"{rows} rows, " if rows is not None else ""
+        raise InputError(
+            f"does not match meta.json ({recorded}sha256 {expected[:12]}…): cut off or changed "
+            "after the run wrote it",
+            file=str(path),
+        )
+    return data
+
+
+def read_table(folder: Path, table: str, meta: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Table `table` of a run folder, checked against meta.json, with numeric columns parsed."""
+    meta = read_meta(folder) if meta is None else meta
+    name = f"{table}.csv"
+    data = verified_bytes(folder, name, meta)
+    df = pd.read_csv(
+        io.BytesIO(data),
+        keep_default_na=False,
+        na_values={c: [""] for c in NUMERIC},
+    )
+    missing = [c for c in COLUMNS[table] if c not in df.columns]
+    if missing:  # a renamed or dropped column must fail loudly, not plot as empty
+        raise InputError(
+            f"missing column(s) {missing}", file=str(Path(folder) / name), key=missing[0]
+        )
+    for col in NUMERIC:
+        if col in df.columns:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def read_json_file(folder: Path, name: str, meta: dict[str, Any]) -> Any:
+    """A JSON result file of a run folder (e.g. stacks.json), checked against meta.json."""
+    data = verified_bytes(folder, name, meta)
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"malformed JSON ({exc})", file=str(Path(folder) / name)) from None

@@ -1,0 +1,73 @@
+"""What `make` promises: CI's gate is strict, and `make gate`'s exit status is as the README
+says (make exits 2 for any failed recipe and names the gate's own code)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = """\
+name: tiny
+model: flash
+seed: 7
+serving_mode: nonspec
+batch_sizes: [4]
+context_len: 1024
+cuda_graph_max_bs: 8
+variants: [after]
+steps: {warmup: 1, count: 2}
+"""
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def _make(*args: str) -> subprocess.CompletedProcess:
+    # a top-level make, as a user runs it (not a sub-make of `make test`)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(
+        ["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_ci_gate_is_strict():
+    dry = _make("-n", "test")
+    assert dry.returncode == 0, dry.stderr
+    assert re.search(r"-m harness gate --strict\b", dry.stdout), dry.stdout
+
+
+def test_make_gate_exit_status_is_as_documented(tmp_path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    args = ["--baselines", str(tmp_path), "--scenarios", str(scenario), "--no-progress"]
+    assert main(["baseline", *args, "--device", "emu"]) == 0
+    path = tmp_path / "tiny.json"
+    data = json.loads(path.read_text())
+    entry = next(c for c in data["counts"] if c["syncs"] > 0)
+    entry["syncs"] -= 1  # the code now makes one sync more than this baseline allows
+    path.write_text(json.dumps(data))
+    make_args = f"ARGS={' '.join(args)}"
+    done = _make("gate", make_args)
+    assert done.returncode == 2, done.stderr  # make's own code for a failed recipe
+    assert re.search(r"make: \*\*\* \[Makefile:\d+: gate\] Error 1$", done.stderr.strip())
+    path.write_text("{not json")
+    done = _make("gate", make_args)
+    assert done.returncode == 2
+    assert re.search(r"make: \*\*\* \[Makefile:\d+: gate\] Error 2$", done.stderr.strip())
+    readme = (REPO / "README.md").read_text()
+    assert "make: *** [Makefile:NN: gate] Error 1" in readme
+    assert "`make` itself exits 2" in readme

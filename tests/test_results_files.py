@@ -1,0 +1,69 @@
+"""Atomic writes: two writers of one file (threads, processes) never share a temporary name, so
+both finish and the file is one writer's whole content."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from report_fixtures import write_run
+
+from harness.report import FIGURES
+from harness.results.files import atomic_path, write_atomic
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_two_threads_writing_one_file_both_finish(tmp_path):
+    target = tmp_path / "plot.png"
+    both_open = threading.Barrier(2, timeout=10)
+    errors: list[BaseException] = []
+
+    def writer(text: str) -> None:
+        try:
+            with atomic_path(target) as tmp:
+                tmp.write_text(text)
+                both_open.wait()  # each has written its temporary file; now both rename
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("A" * 1000, "B" * 1000)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert target.read_text() in ("A" * 1000, "B" * 1000)
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]  # no temporary file left
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "t.json"
+    write_atomic(target, "old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("writer died")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+def test_two_reports_of_one_run_at_once(tmp_path):
+    run = write_run(tmp_path / "runs", "eagle", batch_sizes=(1,), steps=2)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, "-m", "harness", "report", str(run)]
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    for p in procs:
+        _out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+    pngs = sorted(p.name for p in (run / "plots").iterdir())
+    assert len(pngs) == len(FIGURES) and all(n.endswith(".png") for n in pngs)
