@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-from matplotlib.container import ErrorbarContainer
+from matplotlib.container import BarContainer, ErrorbarContainer
 from report_fixtures import drop_time_pass, reseal, write_run
 
 from harness.cli import main
@@ -86,13 +86,24 @@ def test_latency_vs_batch_shows_the_interval(root):
 
 
 def test_syncs_by_region_keeps_batch_sizes_apart(root):
-    """before makes 4 syncs per step at batch 1 and 8, and 6 at 96 (eager): the figure shows
-    each, never their mean (4.67), and says per which kind of step."""
+    """before makes 4 syncs per step at batch 1 and 8, and 6 at 96 (eager): each panel shows
+    one batch size, its regions add up to its total, and no mean over sizes (4.67) appears."""
     run = load_run(root / "eagle" / "20260101T000000Z-0000")
-    text = _texts(_draw("syncs_by_region", run))
-    for b in (1, 8, 96):
-        assert f"batch size {b} · syncs per decode step" in text
-    assert " 4.00" in text and " 6.00" in text and "4.67" not in text
+    fig = _draw("syncs_by_region", run)
+    totals = {}
+    for ax in fig.axes:
+        title_text = ax.get_title()
+        if "batch size" not in title_text:
+            continue
+        for bars in ax.containers:
+            if not isinstance(bars, BarContainer):
+                continue
+            widths = [p.get_width() for p in bars.patches]  # total first, then the regions
+            assert widths[0] == pytest.approx(sum(widths[1:])), (title_text, bars.get_label())
+            if bars.get_label() == "before":
+                totals[title_text.split(" · ")[1]] = widths[0]
+    assert totals == {"batch size 1": 4.0, "batch size 8": 4.0, "batch size 96": 6.0}
+    assert "4.67" not in _texts(fig)
 
 
 def test_blame_is_per_variant_and_fits_a_laptop(root, tmp_path):
@@ -108,6 +119,8 @@ def test_blame_is_per_variant_and_fits_a_laptop(root, tmp_path):
     ]
     text = _texts(fig) + " " + " ".join(cells)
     assert "other line(s)" in text  # past the top 2 of before's 4 lines: summed
+    before = fig.axes[0].tables[0]
+    assert max(r for r, _c in before.get_celld()) == 3  # 2 lines and the rest, under a header
     for col in ("bs=1", "bs=8", "bs=96", "step", "before", "after", "dropped"):
         assert col in text
     assert "3.00" in text  # max-len reads of before at 96, not averaged over sizes

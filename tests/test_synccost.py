@@ -85,6 +85,16 @@ def test_a_planted_extra_sync_is_caught(monkeypatch):
     assert len(problems) == 2 and all("expected 1 of ['d2h_read']" in p for p in problems)
 
 
+def test_a_sync_of_another_kind_is_caught(monkeypatch):
+    """Known-bad input: one sync per k, but not the kind injected, must not pass."""
+    monkeypatch.setitem(synccost_world._INJECT, "item", synccost_world._INJECT["stream_sync"])
+    sc = load_scenario("sync_cost", [*SMALL, "sync_cost.kinds=[item]", "sync_cost.k=[0, 1]"])
+    with open_device("emu") as dh:
+        rows = run_count_pass(sc.scenario, dh.device, show_progress=False)
+    problems = count_problems(_frame(rows.counts, "counts"), _frame(rows.syncs, "syncs"))
+    assert len(problems) == 2 and all("['explicit']" in p for p in problems), problems
+
+
 def _steps(cases: dict[SyncCostCase, np.ndarray]) -> pd.DataFrame:
     rows = [
         ("sync_cost", case.label, "none", 64, 0, step, "e2e", float(v))
