@@ -152,3 +152,11 @@ def test_compare_refuses_other_scenarios_unless_asked(runs, capsys):
     assert "--other-scenario" in capsys.readouterr().err
     assert main(["compare", str(runs["eagle"]), str(runs["nonspec"]), "--other-scenario"]) == 0
     assert "* bs=8 before:" in capsys.readouterr().out
+
+
+def test_a_time_only_run_is_compared_on_time_alone(tmp_path):
+    folder = write_run(tmp_path, "eagle", device="cuda", batch_sizes=(8,))
+    (folder / "counts.csv").write_text("")  # a `--pass time` run
+    lines = [ln for ln in format_summary(folder).splitlines() if " vs before: " in ln]
+    assert len(lines) == 2 and all(ln.split(": ")[1].startswith("no count pass;") for ln in lines)
+    assert all("Δ p50 = " in ln for ln in lines)

@@ -81,7 +81,10 @@ def format_time_delta(ci: Interval) -> str:
 
 def delta_line(head: str, ref: CellRates, cell: CellRates) -> str:
     """One line: `{head}: −1.00 syncs per decode step, +0.00 per prefill step; Δ p50 = …`."""
-    syncs = ", ".join(_sync_delta(ref, cell, k) for k in KIND_ORDER)
+    if ref.per_kind or cell.per_kind:
+        syncs = ", ".join(_sync_delta(ref, cell, k) for k in KIND_ORDER)
+    else:
+        syncs = "no count pass"
     if ref.times.empty or cell.times.empty:
         return f"{head}: {syncs}; no time pass"
     return f"{head}: {syncs}; {format_time_delta(median_difference(ref.times, cell.times))}"
@@ -89,7 +92,8 @@ def delta_line(head: str, ref: CellRates, cell: CellRates) -> str:
 
 def _reference(cells: list[tuple], rates: dict[tuple, CellRates]) -> tuple | None:
     """The `before` cell to compare against: mirror auto if it ran, else the first that ran."""
-    before = [c for c in cells if c[1] == REFERENCE_VARIANT and rates[c].per_kind]
+    ran = [c for c in cells if rates[c].per_kind or not rates[c].times.empty]
+    before = [c for c in ran if c[1] == REFERENCE_VARIANT]
     auto = [c for c in before if c[2] == "auto"]
     return (auto or before or [None])[0]
 
