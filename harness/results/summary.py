@@ -104,7 +104,7 @@ def sync_cost_table(steps: pd.DataFrame, metric: str) -> str:
         }
         for c in sync_costs(steps, metric)
     ]
-    return pd.DataFrame(rows).to_string(index=False)
+    return pd.DataFrame(rows).to_string(index=False) if rows else "(no cell with k > 0)"
 
 
 def sync_cost_lines(run: RunData) -> list[str]:

@@ -57,7 +57,7 @@ def _cells(steps: pd.DataFrame) -> dict[tuple, SyncCostCase]:
 
 def sync_costs(steps: pd.DataFrame, metric: str) -> list[SyncCost]:
     """One SyncCost per (forward duration, batch size, kind), forward duration outermost."""
-    cells = {c: case for c, case in _cells(only_cases(steps)).items()}
+    cells = _cells(only_cases(steps))
     series = {c: cell_series(steps, c, metric) for c in cells}
     out = []
     for fwd, bs in sorted({(case.forward_us, c[3]) for c, case in cells.items()}):
