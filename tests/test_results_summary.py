@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_fixtures import write_run
+from report_fixtures import reseal, write_run
 
 from harness.cli import main
 from harness.errors import InputError
@@ -123,6 +123,7 @@ def test_compare_shows_missing_never_zero(runs, tmp_path):
     lat[~((lat["variant"] == "after") & (lat["batch_size"] == 96))].to_csv(
         b / "latency.csv", index=False
     )
+    reseal(b, "counts.csv", "latency.csv")  # a run that lacks the cell, not a damaged one
     text = compare_runs(a, b)
     assert "eagle bs=96 after: missing in B" in text
     rows = [ln for ln in text.splitlines() if re.match(r"^eagle\s+after\s+auto\s+96\b", ln)]
@@ -140,6 +141,7 @@ def test_compare_matches_by_path(runs, tmp_path):
     move = (counts["region"] == "step/scheduler/mirror") & (counts["path"] == "graph")
     counts.loc[move, "path"] = "eager"
     counts.to_csv(b / "counts.csv", index=False)
+    reseal(b, "counts.csv")
     text = compare_runs(a, b)
     moved = [ln for ln in text.splitlines() if "step/scheduler/mirror" in ln and "graph" in ln]
     assert moved and all("missing" in ln for ln in moved)
@@ -156,7 +158,9 @@ def test_compare_refuses_other_scenarios_unless_asked(runs, capsys):
 
 def test_a_time_only_run_is_compared_on_time_alone(tmp_path):
     folder = write_run(tmp_path, "eagle", device="cuda", batch_sizes=(8,))
-    (folder / "counts.csv").write_text("")  # a `--pass time` run
+    counts = folder / "counts.csv"
+    counts.write_text(counts.read_text().splitlines()[0] + "\n")  # a `--pass time` run
+    reseal(folder, "counts.csv")
     lines = [ln for ln in format_summary(folder).splitlines() if " vs before: " in ln]
     assert len(lines) == 2 and all(ln.split(": ")[1].startswith("no count pass;") for ln in lines)
     assert all("Δ p50 = " in ln for ln in lines)
