@@ -2,9 +2,11 @@
 
 Small and seeded: it exercises every figure (graph and eager paths, several forward modes, a
 failed cell, stale-mirror findings, nested per-region host times in exit order as the time
-pass writes them) without running the harness. Rows of a step outside any forward pass carry
-the step's path ("eager" when any pass of the step ran eagerly, else "graph"), warm-up rows
-"warmup", and the cell's set-up (step -1) "setup" / "capture", as the runner writes them.
+pass writes them, with their rounds) without running the harness. Rows of a step outside any
+forward pass carry the step's forward mode (DECODE, or EXTEND in a prefill step) and the path
+of the target model's pass (as the serving world tags them); the time pass's iteration rows
+"eager" when any pass of the step ran eagerly, else "graph"; warm-up rows "warmup", and the
+cell's set-up (step -1) "setup" / "capture", as the runner writes them.
 With `legacy_setup_path=True` measured scheduler rows say "setup" instead (the runner's
 first format), which the report must read the same.
 """
@@ -30,7 +32,7 @@ _CELL = _KEYS[:5]
 _FIXTURE_COLUMNS = {
     "counts": (*_KEYS, "syncs"),
     "syncs": (*_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
-    "latency": (*_KEYS, "device", "metric", "value", "unit"),
+    "latency": (*_KEYS, "device", "metric", "value", "unit", "round"),
     "outcomes": (
         *_CELL,
         "pass",
@@ -47,6 +49,7 @@ _FIXTURE_COLUMNS = {
 }
 BUCKET_MAX = 64  # batch sizes above this run decode/verify eagerly
 WARMUP = 2
+ROUND_STEPS = 4  # measured steps per cell in a round of the time pass
 # site -> (region, kind, op, location, function)
 _SITES = {
     "mirror": (
@@ -185,13 +188,16 @@ def _step_rows(t, stacks, rng, cell: tuple, step: int, device: str, legacy: bool
     step_path = "eager" if any(p == "eager" for _m, p in passes) else "graph"
     if warm:
         t["latency"].append((*cell, step, "", "warmup", "iteration", device, "host", 1e5, "us"))
-    sched_path = "warmup" if warm else "setup" if legacy else step_path
-    n_syncs = _scheduler_rows(t, stacks, (*cell, step, "", sched_path))
+    # scheduler regions are outside any forward pass: the step's mode, the target pass's path
+    step_mode = "EXTEND" if ("EXTEND", "eager") in passes else "DECODE"
+    target = "eager" if step_mode == "EXTEND" or bs > BUCKET_MAX else "graph"
+    sched_path = "warmup" if warm else "setup" if legacy else target
+    n_syncs = _scheduler_rows(t, stacks, (*cell, step, step_mode, sched_path))
     for mode, path in passes:
         n_syncs += _pass_rows(t, stacks, (*cell, step, mode, "warmup" if warm else path), path)
     if warm:
         return
-    _time_rows(t, rng, cell, step, passes, device, n_syncs, bs, step_path)
+    _time_rows(t, rng, cell, step, passes, device, n_syncs, bs, (step_mode, sched_path, step_path))
     if variant != "dropped" and scenario != "nonspec" and step % 5 == 2:
         detail = "graph runner seq_lens_cpu holds step 0 values"
         finding = (*cell, "count", step, "stale_mirror", detail, "TARGET_VERIFY")
@@ -263,17 +269,20 @@ def _sync_rows(t: dict, stacks: dict, key: tuple, site: str, bs: int, n: int, re
     t["syncs"].extend([(*key, region, kind, op, loc, fn, sid, 8 * bs)] * n)
 
 
-def _time_rows(t: dict, rng, cell, step: int, passes, device: str, n_syncs: int, bs: int, sp: str):
+def _time_rows(t: dict, rng, cell, step: int, passes, device: str, n_syncs: int, bs: int, where):
     """Host time of every region exit (children first), then the iteration's host/device/e2e;
-    rows outside a forward pass carry the step's path `sp`."""
+    `where`: the step's mode and path (rows outside a forward pass), and the iteration's path;
+    every row its round."""
+    sm, sp, ip = where
+    rnd = (step - WARMUP) // ROUND_STEPS
 
     def host_us() -> float:
         return float(rng.lognormal(np.log(4 + 0.03 * bs), 0.3))
 
     rows = []
     sched_us = [host_us(), host_us()]
-    rows.append((*cell, step, "", sp, "step/scheduler/mirror", device, "host", sched_us[0], "us"))
-    rows.append((*cell, step, "", sp, "step/scheduler/prepare", device, "host", sched_us[1], "us"))
+    rows.append((*cell, step, sm, sp, "step/scheduler/mirror", device, "host", sched_us[0], "us"))
+    rows.append((*cell, step, sm, sp, "step/scheduler/prepare", device, "host", sched_us[1], "us"))
     total = sum(sched_us)
     for mode, path in passes:
         regs = _pass_regions(path)
@@ -287,11 +296,11 @@ def _time_rows(t: dict, rng, cell, step: int, passes, device: str, n_syncs: int,
             (*cell, step, mode, path, r, device, "host", v, "us") for r, v in zip(regs, leaf)
         )
     step_us = total + 2.0
-    rows.append((*cell, step, "", sp, "step", device, "host", step_us, "us"))
-    it = (*cell, step, "", sp, "iteration", device)
+    rows.append((*cell, step, sm, sp, "step", device, "host", step_us, "us"))
+    it = (*cell, step, "", ip, "iteration", device)
     rows.append((*it, "host", step_us + 1.0, "us"))
     if device == "cuda":
         dev_us = 800 + 2 * bs + rng.normal(0, 5)
         rows.append((*it, "device", dev_us, "us"))
         rows.append((*it, "e2e", dev_us + 25 * n_syncs + rng.exponential(8), "us"))
-    t["latency"].extend(rows)
+    t["latency"].extend((*r, rnd) for r in rows)

@@ -80,7 +80,8 @@ def test_notebook_runs_on_an_emulated_run(name, emulated_run, tmp_path):
     assert not list(REPO.glob("kernel-ipc*"))  # kernel sockets stay in a private temp folder
     assert ex.seconds < NOTEBOOK_BUDGET_S
     nb = nbformat.read(ex.path, as_version=4)
-    assert _images(nb) == 4  # every figure of the notebook rendered
+    # every figure of the notebook that the run has data for (no sync-cost cells here)
+    assert _images(nb) == {"sync_counts.ipynb": 4, "step_latency.ipynb": 3}[name]
     text = "".join(
         out.get("text", "") for c in nb.cells if c.cell_type == "code" for out in c.outputs
     )
@@ -97,7 +98,24 @@ def test_latency_notebook_on_a_gpu_shaped_run(tmp_path):
         if c.cell_type == "code"
         for out in c.outputs
     )
-    assert "headline metric: e2e" in text and "µs (e2e)" in text, text
+    assert "headline metric: e2e" in text and "(Δ = cell − before; e2e time per step)" in text
+    assert "bs=64 dropped vs before: −2.00 syncs per decode step" in text, text
+
+
+def test_latency_notebook_on_a_sync_cost_run(tmp_path):
+    root = tmp_path / "runs"
+    sets = ["sync_cost.forward_us=[0]", "sync_cost.k=[0, 1]", "steps.count=1", "steps.time_emu=3"]
+    argv = ["bench", "--scenario", "sync_cost", "--device", "emu", "--no-progress"]
+    subprocess.run(
+        [sys.executable, "-m", "harness", *argv, *(x for s in sets for x in ("--set", s)),
+         "--out", str(root)],
+        cwd=REPO, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (run,) = find_runs(root)
+    ex = execute_notebook("step_latency.ipynb", run, tmp_path / "out")
+    assert ex.error is None, ex.error
+    nb = nbformat.read(ex.path, as_version=4)
+    assert _images(nb) == 1  # the sync-cost figure; the serving figures have no cells here
 
 
 def test_kernel_is_this_interpreter(tmp_path):

@@ -58,16 +58,29 @@ def test_device_label(runs):
 
 
 def test_total_syncs_per_step_by_batch_size(runs):
-    # fixture: eagle has the mirror sync (outside any forward pass, path "setup") every step,
-    # a pad sync in draft-extend, `before`'s verify list, and a max-len read per eager pass
-    # except in `dropped` (draft-extend always runs eagerly).
+    # fixture: eagle has the mirror sync (outside any forward pass) every step, a pad sync in
+    # draft-extend, `before`'s verify list, and a max-len read per eager pass except in
+    # `dropped` (draft-extend always runs eagerly). Every eagle step is a decode step.
     t = tables.total_syncs_by_batch(load_run(runs["eagle"]).counts)
-    got = {(r.variant, r.batch_size): r.syncs_per_step for r in t.itertuples()}
+    assert set(t["step_kind"]) == {"decode"}
+    got = {(r.variant, r.batch_size): r.per_step for r in t.itertuples()}
     expected = {"before": (4, 6), "after": (3, 5), "dropped": (2, 2)}
     for variant, (graph, eager) in expected.items():
         assert [got[(variant, b)] for b in (1, 8, 64)] == [graph] * 3
         assert got[(variant, 96)] == eager  # 96 > bucket: decode and verify ran eagerly
     assert tables.eager_batch_sizes(load_run(runs["eagle"]).counts) == {"eagle": [96]}
+
+
+def test_rates_are_per_step_of_that_kind(runs):
+    """nonspec: a prefill (EXTEND) step every 4th step; before/after read a max length in each
+    eager pass, so 1 per prefill step at every size, and 1 per decode step only at 96 (eager).
+    Dividing by all steps would read 3/12 = 0.25 per step."""
+    t = tables.total_syncs_by_batch(load_run(runs["nonspec"]).counts)
+    got = {(r.variant, r.batch_size, r.step_kind): (r.per_step, r.steps) for r in t.itertuples()}
+    assert got[("after", 8, "prefill")] == (1.0, 3)
+    assert got[("after", 8, "decode")] == (0.0, 9)
+    assert got[("after", 96, "decode")] == (1.0, 9)
+    assert got[("dropped", 8, "prefill")] == (0.0, 3)
 
 
 def test_warmup_syncs_are_not_per_step(runs):
@@ -78,13 +91,18 @@ def test_warmup_syncs_are_not_per_step(runs):
     assert m["step"].min() == 2  # the fixture's 2 warm-up steps are excluded
 
 
-def test_blame_table_columns_per_variant(runs):
+def test_blame_table_per_variant_batch_size_and_kind(runs):
     run = load_run(runs["eagle"])
-    b = tables.blame_table(run.syncs, run.counts).set_index("function")
-    assert list(b.columns[4:7]) == ["before", "after", "dropped"]
-    verify = b.loc["verify_lengths"]
-    assert (verify["before"], verify["after"], verify["dropped"]) == (1.0, 0.0, 0.0)
-    assert b.loc["blocking_copy", "forward_modes"] == tables.NO_MODE
+    b = tables.blame_table(run.syncs, run.counts)
+    verify = b[b["function"] == "verify_lengths"]
+    assert set(verify["label"]) == {"before"} and (verify["per_step"] == 1.0).all()
+    max_len = b[(b["function"] == "_build_forward_metadata") & (b["label"] == "before")]
+    rates = dict(zip(max_len["batch_size"], max_len["per_step"]))
+    # draft-extend is always eager; decode and verify too at 96 only: each size apart
+    assert rates == {1: 1.0, 8: 1.0, 64: 1.0, 96: 3.0}
+    mirror = b[b["function"] == "blocking_copy"]
+    assert set(mirror["forward_modes"]) == {"DECODE"}  # the step's mode, outside any pass
+    assert (mirror["per_step"] == 1.0).all() and set(mirror["step_kind"]) == {"decode"}
 
 
 def test_findings_use_count_pass_and_keep_zero_cells(runs):
@@ -101,14 +119,14 @@ def test_failed_cells_listed(runs):
     assert (failed["exception"] == "AssertionError").all()
 
 
-def test_step_latency_and_bubble_cost(runs):
+def test_step_latency_and_median_intervals(runs):
     run = load_run(runs["eagle"])
     steps = tables.step_latency(run.latency)
     assert set(steps["metric"]) == {"host", "device", "e2e"}
     assert tables.headline_metric(steps) == "e2e"
-    cost = tables.syncs_and_latency(run.counts, run.latency, "e2e")
-    # the fixture adds 25 µs of e2e per sync (plus noise)
-    assert 15 < tables.cost_per_sync_us(cost) < 35
+    med = tables.median_intervals(steps[steps["metric"] == "e2e"])
+    assert len(med) == 3 * 4 and (med["n"] == 12).all()
+    assert ((med["lo_us"] <= med["p50_us"]) & (med["p50_us"] <= med["hi_us"])).all()
     emu = load_run(runs["nonspec"])
     assert tables.headline_metric(tables.step_latency(emu.latency)) == "host"
 
@@ -120,9 +138,9 @@ def test_step_latency_and_bubble_cost(runs):
             st.sampled_from(["before", "after"]),
             st.sampled_from([1, 8]),
             st.integers(0, 3),
-            st.sampled_from(["DECODE", ""]),
+            st.sampled_from(["DECODE", "EXTEND", ""]),
             st.sampled_from(["graph", "eager", "warmup", "setup"]),
-            st.sampled_from(["step/a", "step/b"]),
+            st.sampled_from(["step", "step/a", "step/b"]),
             st.integers(0, 4),
         ),
         min_size=1,
@@ -134,9 +152,12 @@ def test_regions_add_up_to_the_total(rows):
         [("s", v, "auto", b, 0, step, m, p, r, n) for v, b, step, m, p, r, n in rows],
         columns=[*tables.CELL_KEYS, "step", "forward_mode", "path", "region", "syncs"],
     )
-    by_region = tables.syncs_by_region(counts).groupby("label")["syncs"].sum()
-    total = tables.syncs_per_step(counts, ["scenario", "variant", "mirror"])
-    assert by_region.to_dict() == total.set_index("variant")["syncs"].to_dict()
+    by_region = tables.syncs_by_region(counts)
+    total = tables.total_syncs_by_batch(counts)
+    keys = ["variant", "batch_size", "step_kind"]
+    summed = by_region.groupby(keys)["per_step"].sum()
+    assert summed.to_dict() == pytest.approx(total.set_index(keys)["per_step"].to_dict())
+    # every sync of a measured step is counted in exactly one kind of step
     assert total["syncs"].sum() == tables.measured(counts)["syncs"].sum()
 
 
@@ -171,7 +192,7 @@ def test_first_format_setup_path_reads_the_same(tmp_path):
     old = load_run(
         write_run(tmp_path / "b", "eagle", batch_sizes=(8, 96), steps=3, legacy_setup_path=True)
     )
-    totals = [tables.total_syncs_by_batch(r.counts)["syncs_per_step"].tolist() for r in (new, old)]
+    totals = [tables.total_syncs_by_batch(r.counts)["per_step"].tolist() for r in (new, old)]
     assert totals[0] == totals[1]
     assert tables.blame_table(new.syncs, new.counts).equals(
         tables.blame_table(old.syncs, old.counts)

@@ -185,12 +185,12 @@ def test_compare_cli(run, tmp_path, capsys):
 
 def test_time_pass_cuda_rows_with_emulated_events():
     """The CUDA branch of the time pass (events, e2e) run against the emulated torch.cuda."""
-    from harness.runner.cells import Cell
-    from harness.runner.time_pass import run_cell_time
+    from harness.runner.time_pass import run_time_pass
 
-    sc = load_scenario("nonspec", [*SETS, "variants=[after]"]).scenario
+    sets = [*SETS, "variants=[after]", "mirror=auto", "batch_sizes=[4]"]
+    sc = load_scenario("nonspec", sets).scenario
     with open_device("emu") as dh:
-        rows = run_cell_time(sc, Cell("after", "auto", 4), dh.device, "cuda", fake_builder)
+        rows = run_time_pass(sc, dh.device, "cuda", fake_builder, show_progress=False)
     outcome = dict(zip(COLUMNS["outcomes"], rows.outcomes[0]))
     assert outcome["status"] == "ok", rows.outcomes
     latency = [dict(zip(COLUMNS["latency"], r)) for r in rows.latency]

@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
     data = combine_runs([load_run(r, root=args.root) for r in args.runs or [None]])
     out = args.out if args.out is not None else data.path / "plots"
     check_writable(out, "--out")
-    written = write_report(data, out)
+    report = write_report(data, out)
     print(f"report of {data.label}:")
-    for path in written:
+    for path in report.written:
         print(f"  {path}")
+    for note in report.notes():
+        print(note)
     return 0

@@ -53,11 +53,16 @@ Key = tuple[str, str, int, int, str, str, str]
 
 
 # Keys that cannot change a count pass: editing them must not make the baselines stale.
-NOT_COUNTED = ("description", "steps.time", "steps.time_emu")
+NOT_COUNTED = ("description", "steps.time", "steps.time_emu", "steps.round_steps")
+# Sections added after baselines existed: left out (null), they leave a scenario's hash as it was.
+ADDED_SECTIONS = ("sync_cost",)
 
 
 def counted_config(loaded: LoadedScenario) -> dict[str, Any]:
     cfg = loaded.effective()
+    for key in ADDED_SECTIONS:
+        if cfg.get(key) is None:
+            cfg.pop(key, None)
     for dotted in NOT_COUNTED:
         *parents, leaf = dotted.split(".")
         node = cfg

@@ -15,7 +15,7 @@ from harness.gate.baseline import (
     write_baseline,
 )
 from harness.gate.compare import REMAKE, GateResult, compare, format_result
-from harness.runner.cells import WorldBuilder, build_serving_world
+from harness.runner.cells import WorldBuilder, build_scenario_world
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
@@ -59,7 +59,7 @@ def run_gate(
     loaded: list[LoadedScenario],
     folder: Path,
     dh: DeviceHandle,
-    builder: WorldBuilder = build_serving_world,
+    builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
     strict: bool = False,
 ) -> list[GateResult]:
@@ -87,7 +87,7 @@ def write_baselines(
     loaded: list[LoadedScenario],
     folder: Path,
     dh: DeviceHandle,
-    builder: WorldBuilder = build_serving_world,
+    builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
 ) -> list[Path]:
     paths: list[Path] = []

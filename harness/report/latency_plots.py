@@ -144,8 +144,14 @@ def plot_host_device_e2e(latency: pd.DataFrame, label: str = "", emulated: bool 
     return fig
 
 
+def _dodge(b: np.ndarray, shift, span: float, logx: bool) -> np.ndarray:
+    """Batch sizes moved sideways by `shift` (a fraction of an octave on a log axis)."""
+    return b * 2**shift if logx else b + shift * span
+
+
 def plot_latency_vs_batch(latency: pd.DataFrame, label: str = "", emulated: bool = False) -> Figure:
-    """Every per-step sample against batch size (jittered), with the median per variant."""
+    """Every per-step sample against batch size (jittered), with the median per variant and its
+    95% bootstrap interval (two medians whose intervals are apart differ beyond noise)."""
     steps = tables.step_latency(latency)
     if steps.empty:
         return empty(new_figure(8, 2), _NO_TIME)
@@ -153,6 +159,7 @@ def plot_latency_vs_batch(latency: pd.DataFrame, label: str = "", emulated: bool
     steps = steps[steps["metric"] == metric]
     div, unit = time_unit(steps["value_us"])
     steps = steps.assign(t=steps["value_us"] / div)
+    med = tables.median_intervals(steps)
     scenarios = sorted(steps["scenario"].unique())
     fig = new_figure(panel_width(len(scenarios)), 4.2)
     axes = fig.subplots(1, len(scenarios), squeeze=False)[0]
@@ -164,17 +171,21 @@ def plot_latency_vs_batch(latency: pd.DataFrame, label: str = "", emulated: bool
         labs = tables.order_variants(list(d["label"]))
         for i, lab in enumerate(labs):
             dv = d[d["label"] == lab]
-            b = dv["batch_size"].to_numpy(dtype=float)
             off = (i - (len(labs) - 1) / 2) * 0.06
-            jit = rng.uniform(-0.02, 0.02, len(b)) + off
-            x = b * 2**jit if logx else b + (jit * max(sizes[-1] - sizes[0], 1))
-            ax.scatter(x, dv["t"], s=5, alpha=0.35, color=variant_color(lab, i))
-            med = dv.groupby("batch_size")["t"].median()
-            ax.plot(
-                med.index,
-                med.values,
-                color=variant_color(lab, i),
-                label=f"{lab} median",
+            span = max(sizes[-1] - sizes[0], 1)
+            b = dv["batch_size"].to_numpy(dtype=float)
+            jitter = off + rng.uniform(-0.02, 0.02, len(b))
+            color = variant_color(lab, i)
+            ax.scatter(_dodge(b, jitter, span, logx), dv["t"], s=5, alpha=0.25, color=color)
+            m = med[(med["scenario"] == s) & (med["label"] == lab)].sort_values("batch_size")
+            y = m["p50_us"] / div
+            ax.errorbar(
+                _dodge(m["batch_size"].to_numpy(dtype=float), off, span, logx),
+                y,
+                yerr=[y - m["lo_us"] / div, m["hi_us"] / div - y],
+                capsize=3,
+                color=color,
+                label=f"{lab} median, 95% CI",
                 **variant_marker(lab),
                 **variant_line(lab),
             )
@@ -190,78 +201,8 @@ def plot_latency_vs_batch(latency: pd.DataFrame, label: str = "", emulated: bool
         ax.legend(fontsize=8)
     title(
         fig,
-        f"Latency against batch size — {_metric_name(metric, emulated)}; dots: every step",
+        f"Latency against batch size — {_metric_name(metric, emulated)}; dots: every step; "
+        "bars: 95% bootstrap interval of the median",
         label,
     )
-    return fig
-
-
-def plot_bubble_cost(
-    counts: pd.DataFrame, latency: pd.DataFrame, label: str = "", emulated: bool = False
-) -> Figure:
-    """Median step time against syncs per step; lines join variants at one batch size."""
-    steps = tables.step_latency(latency)
-    if steps.empty:
-        return empty(new_figure(8, 2), _NO_TIME)
-    metric = tables.headline_metric(steps)
-    t = tables.syncs_and_latency(counts, latency, metric)
-    if t.empty:
-        return empty(new_figure(8, 2), "count pass and time pass share no cell")
-    div, unit = time_unit(t["p50_us"])
-    t = t.assign(**{c: t[c] / div for c in ("p10_us", "p50_us", "p90_us")})  # now in `unit`
-    scenarios = sorted(t["scenario"].unique())
-    fig = new_figure(panel_width(len(scenarios)), 4.4)
-    axes = fig.subplots(1, len(scenarios), squeeze=False)[0]
-    for ax, s in zip(axes, scenarios):
-        d = t[t["scenario"] == s]
-        labs = tables.order_variants(list(d["label"]))
-        for b, g in d.groupby("batch_size"):
-            g = g.sort_values("syncs_per_step")
-            ax.plot(g["syncs_per_step"], g["p50_us"], "-", color="grey", lw=0.8, alpha=0.6)
-            ax.annotate(
-                f"bs {int(b)}",
-                (g["syncs_per_step"].iloc[-1], g["p50_us"].iloc[-1]),
-                fontsize=7,
-                color="grey",
-                xytext=(6 + 4 * len(labs), 0),
-                textcoords="offset points",
-                va="center",
-            )
-        for i, lab in enumerate(labs):
-            g = d[d["label"] == lab]
-            err = [g["p50_us"] - g["p10_us"], g["p90_us"] - g["p50_us"]]
-            # dodge variants sideways a little: equal sync counts would hide each other
-            dx = (i - (len(labs) - 1) / 2) * 0.04
-            ax.errorbar(
-                g["syncs_per_step"] + dx,
-                g["p50_us"],
-                yerr=err,
-                linestyle="none",
-                capsize=2,
-                color=variant_color(lab, i),
-                label=lab,
-                **variant_marker(lab),
-                **({"mfc": "white"} if "mirror=" in lab and "mirror=auto" not in lab else {}),
-            )
-        slope = tables.cost_per_sync_us(d) * div  # back to µs: one sync is µs-sized
-        if emulated:  # host-time gaps between variants there are code, not a sync's wait
-            note = "not fitted on the emulated device (a sync costs no wait there)"
-        elif slope != slope:
-            note = "n/a — at each batch size all variants make the same syncs per step"
-        else:
-            note = f"{slope:+.1f} µs per extra sync per step (variants at the same batch size)"
-        ax.set_title(f"scenario: {s}\nfitted cost: {note}", fontsize=9)
-        maybe_log(ax, [d["p10_us"].min(), d["p90_us"].max()])
-        lo, hi = float(d["syncs_per_step"].min()), float(d["syncs_per_step"].max())
-        ax.set_xlim(lo - max(0.5, 0.1 * (hi - lo)), hi + max(0.5, 0.15 * (hi - lo)))
-        ax.set_xlabel("syncs per measured step (count pass)")
-        ax.set_ylabel(f"{metric} time per step ({unit}), median and p10–p90")
-        ax.grid(alpha=0.3)
-        ax.legend(title="variant", fontsize=8)
-    what = (
-        "Pipeline-bubble cost of a sync"
-        if not emulated
-        else ("Sync cost on the host only — emulated device, so no pipeline bubble can show")
-    )
-    title(fig, what, label)
     return fig

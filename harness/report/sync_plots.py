@@ -30,67 +30,44 @@ def _short(region: str) -> str:
     return region.removeprefix("step/") or region
 
 
+def _kind_title(kind: str) -> str:
+    return f"per {kind} step"
+
+
 def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
-    """Grouped bars: syncs per step for each region and forward mode, variants side by side."""
+    """Grouped bars: syncs per step of each kind for each region [forward mode], variants side
+    by side; one row of panels per (scenario, batch size), one column per step kind."""
     df = tables.syncs_by_region(counts)
     if df.empty:
         return empty(new_figure(8, 3), "no measured steps in counts.csv")
-    scenarios = sorted(df["scenario"].unique())
     labels = tables.order_variants(list(df["label"]))
-    rows_per = {}
-    for s in scenarios:
-        d = df[df["scenario"] == s]
-        hot = d.groupby(["region", "forward_mode"])["syncs_per_step"].max()
-        rows_per[s] = [_TOTAL] + [f"{_short(r)}  [{m}]" for (r, m), v in hot.items() if v > 0]
-    n_rows = max(len(v) for v in rows_per.values())
-    fig = new_figure(panel_width(len(scenarios), 7.0), 1.2 + 0.45 * n_rows * len(labels) ** 0.5 + 1)
-    axes = np.atleast_1d(fig.subplots(1, len(scenarios), squeeze=False)[0])
-    height = 0.8 / len(labels)
-    for ax, s in zip(axes, scenarios):
-        d = df[df["scenario"] == s].copy()
-        d["cat"] = [f"{_short(r)}  [{m}]" for r, m in zip(d["region"], d["forward_mode"])]
-        cats = rows_per[s]
-        y = np.arange(len(cats))
-        top = 0.0
-        for i, lab in enumerate(labels):
-            dv = d[d["label"] == lab]
-            if dv.empty:
-                continue
-            per_cat = dv.groupby("cat")["syncs_per_step"].sum()
-            vals = [
-                dv["syncs_per_step"].sum() if c == _TOTAL else per_cat.get(c, 0.0) for c in cats
-            ]
-            pos = y - 0.4 + height * (i + 0.5)
-            ax.barh(
-                pos,
-                vals,
-                height=height,
-                color=variant_color(lab, i),
-                label=lab,
-                **variant_hatch(lab),
-            )
-            for p, v in zip(pos, vals):
-                ax.text(v, p, f" {v:.2f}", va="center", fontsize=7)
-            top = max(top, *vals)
-        ax.set_yticks(y, cats, fontsize=8)
-        ax.invert_yaxis()  # total first, then regions in order of the run
-        ax.set_xlim(0, top * 1.18 if top > 0 else 1.0)
-        if top == 0:
-            ax.text(
-                0.5,
-                0.5,
-                "no syncs in any measured step",
-                transform=ax.transAxes,
-                ha="center",
-                color="grey",
-            )
-        ax.set_xlabel(
-            "syncs per measured step (mean over steps and batch sizes)"
-            + _not_per_step(counts[counts["scenario"] == s])
-        )
-        ax.set_title(f"scenario: {s}", fontsize=10)
+    kinds = [k for k in tables.KIND_ORDER if k in set(df["step_kind"])]
+    kinds += sorted(set(df["step_kind"]) - set(kinds))
+    df["cat"] = [f"{_short(r)}  [{m}]" for r, m in zip(df["region"], df["forward_mode"])]
+    rows = sorted({(s, int(b)) for s, b in zip(df["scenario"], df["batch_size"])})
+    # the same categories in every panel of a (scenario, kind): batch sizes read across
+    cats = {
+        (s, k): [_TOTAL, *sorted(set(g.loc[g["syncs"] > 0, "cat"]))]
+        for (s, k), g in df.groupby(["scenario", "step_kind"])
+    }
+    n_cats = max(len(c) for c in cats.values())
+    panel_h = 0.5 + 0.16 * n_cats * len(labels)
+    fig = new_figure(6.0 * len(kinds) + 1.5, panel_h * len(rows) + 1.6)
+    axes = fig.subplots(len(rows), len(kinds), squeeze=False)
+    top = max(float(df["per_step"].max()), 0.0)
+    totals = df.groupby(["scenario", "batch_size", "step_kind", "label"])["per_step"].sum()
+    for (s, b), row in zip(rows, axes):
+        for kind, ax in zip(kinds, row):
+            d = df[(df["scenario"] == s) & (df["batch_size"] == b) & (df["step_kind"] == kind)]
+            _region_bars(ax, d, cats.get((s, kind), [_TOTAL]), labels, totals, (s, b, kind))
+            top = max(top, *(totals.get((s, b, kind, lab), 0.0) for lab in labels))
+            ax.set_title(f"{s} · batch size {b} · syncs {_kind_title(kind)}", fontsize=9)
+    for ax in axes.ravel():
+        ax.set_xlim(0, top * 1.25 if top > 0 else 1.0)
         ax.grid(axis="x", alpha=0.3)
-    handles, names = shared_legend_entries(axes)
+    for ax in axes[-1]:
+        ax.set_xlabel("syncs per measured step of that kind")
+    handles, names = shared_legend_entries(axes.ravel())
     fig.legend(
         handles,
         names,
@@ -99,8 +76,40 @@ def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
         loc="outside lower center",
         ncols=min(len(names), 3),
     )
-    title(fig, "Host-device syncs per step by region [forward mode]", label)
+    note = _not_per_step(counts)
+    what = "Host-device syncs per step by region [forward mode], each batch size apart"
+    title(fig, f"{what} ({note})" if note else what, label)
     return fig
+
+
+def _region_bars(ax: Axes, d: pd.DataFrame, cats: list[str], labels, totals, where) -> None:
+    y = np.arange(len(cats))
+    height = 0.8 / len(labels)
+    if d.empty:
+        ax.text(
+            0.5, 0.5, "no steps of this kind", transform=ax.transAxes, ha="center", color="grey"
+        )
+    for i, lab in enumerate(labels):
+        dv = d[d["label"] == lab]
+        if dv.empty:
+            continue
+        per_cat = dv.groupby("cat")["per_step"].sum()
+        vals = [
+            totals.get((*where, lab), 0.0) if c == _TOTAL else per_cat.get(c, 0.0) for c in cats
+        ]
+        pos = y - 0.4 + height * (i + 0.5)
+        ax.barh(
+            pos, vals, height=height, color=variant_color(lab, i), label=lab, **variant_hatch(lab)
+        )
+        for p, v, c in zip(pos, vals, cats):
+            if v or c == _TOTAL:  # a region's zero is the missing bar; a total says it
+                ax.text(v, p, f" {v:.2f}", va="center", fontsize=7)
+    ax.set_yticks(y, cats, fontsize=8)
+    ax.invert_yaxis()  # total first
+    if not d.empty and d["syncs"].sum() == 0:
+        ax.text(
+            0.5, 0.5, "no syncs in these steps", transform=ax.transAxes, ha="center", color="grey"
+        )
 
 
 def _not_per_step(counts: pd.DataFrame) -> str:
@@ -108,25 +117,29 @@ def _not_per_step(counts: pd.DataFrame) -> str:
     setup = counts[counts["path"].isin(tables.NOT_MEASURED) | (counts["step"] < 0)]
     by = setup.groupby("path")["syncs"].sum()
     what = ", ".join(f"{int(n)} in {p}" for p, n in by.items() if n)
-    return f"\nnot shown (not per step), all cells: {what}" if what else ""
+    return f"not shown (not per step), all cells: {what}" if what else ""
 
 
 def plot_syncs_vs_batch(counts: pd.DataFrame, label: str = "") -> Figure:
-    """Total syncs per step against batch size, one line per variant."""
+    """Syncs per step of each kind against batch size, one line per variant; a panel per
+    (scenario, step kind)."""
     df = tables.total_syncs_by_batch(counts)
     if df.empty:
         return empty(new_figure(8, 3), "no measured steps in counts.csv")
-    scenarios = sorted(df["scenario"].unique())
+    panels = sorted(
+        {(s, k) for s, k in zip(df["scenario"], df["step_kind"])},
+        key=lambda p: (p[0], tables.KIND_ORDER.index(p[1]) if p[1] in tables.KIND_ORDER else 9),
+    )
     eager = tables.eager_batch_sizes(counts)
-    fig = new_figure(panel_width(len(scenarios)), 4)
-    axes = fig.subplots(1, len(scenarios), squeeze=False)[0]
-    for ax, s in zip(axes, scenarios):
-        d = df[df["scenario"] == s]
+    fig = new_figure(panel_width(len(panels)), 4)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (s, kind) in zip(axes, panels):
+        d = df[(df["scenario"] == s) & (df["step_kind"] == kind)]
         for i, lab in enumerate(tables.order_variants(list(d["label"]))):
             dv = d[d["label"] == lab].sort_values("batch_size")
             ax.plot(
                 dv["batch_size"],
-                dv["syncs_per_step"],
+                dv["per_step"],
                 color=variant_color(lab, i),
                 label=lab,
                 **variant_marker(lab),
@@ -141,56 +154,101 @@ def plot_syncs_vs_batch(counts: pd.DataFrame, label: str = "") -> Figure:
         ticks = [f"{int(b)}\n(eager)" if b in eager_here else str(int(b)) for b in sizes]
         batch_size_ticks(ax, sizes, ticks)
         ax.minorticks_off()
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=max(1.0, float(d["per_step"].max()) * 1.15))
         ax.set_xlabel("batch size (requests)")
-        ax.set_ylabel("syncs per measured step")
-        ax.set_title(f"scenario: {s}", fontsize=10)
+        ax.set_ylabel(f"syncs {_kind_title(kind)}")
+        ax.set_title(f"scenario: {s} · {kind} steps", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(title="variant", fontsize=8)
-    title(fig, "Syncs per step against batch size", label)
+    title(fig, "Syncs per step against batch size, decode and prefill steps apart", label)
     return fig
 
 
-def plot_blame(syncs: pd.DataFrame, counts: pd.DataFrame, label: str = "", top: int = 25) -> Figure:
-    """The sync blame table: which source line syncs, of which kind, how often per step."""
+def plot_blame(syncs: pd.DataFrame, counts: pd.DataFrame, label: str = "", top: int = 6) -> Figure:
+    """The sync blame: per variant, the source lines that sync most (syncs per step of each
+    kind, one column per batch size), the rest summed in one row; a variant that ran without
+    a sync says so."""
     t = tables.blame_table(syncs, counts)
     if t.empty:
         return empty(new_figure(9, 2), "no syncs in measured steps — nothing to blame")
-    variants = [c for c in t.columns if c.split(" ")[0] in tables.VARIANT_ORDER]
-    t["regions"] = t["regions"].str.replace("step/", "", regex=False)
-    cols = ["location", "function", "kind", "op", "regions", "forward_modes", *variants]
-    if t["scenario"].nunique() > 1:
-        cols = ["scenario", *cols]
-    shown = t.head(top)
-    cells = [
-        [f"{v:.2f}" if c in variants else str(v) for c, v in zip(cols, row)]
-        for row in shown[cols].itertuples(index=False)
+    ran = tables.with_variant_label(tables.steps_per_cell(counts))
+    sizes = sorted(int(b) for b in ran["batch_size"].unique())
+    several = ran["scenario"].nunique() > 1
+    blocks = []
+    for s in sorted(ran["scenario"].unique()):
+        for lab in tables.order_variants(list(ran.loc[ran["scenario"] == s, "label"])):
+            g = t[(t["scenario"] == s) & (t["label"] == lab)]
+            rows = _blame_rows(g, sizes, top) if len(g) else [["no syncs in measured steps"]]
+            blocks.append((f"{s} · {lab}" if several else lab, rows))
+    cols = ["file:line", "function", "sync", "region", "step", *(f"bs={b}" for b in sizes)]
+    for _name, rows in blocks:
+        for r in rows:
+            r.extend([""] * (len(cols) - len(r)))
+    chars = [
+        max(len(c), *(len(r[j]) for _n, rows in blocks for r in rows)) for j, c in enumerate(cols)
     ]
-    # Size the figure to the text so the table neither overflows nor floats in white space.
-    chars = [max(len(c), *(len(r[j]) for r in cells)) for j, c in enumerate(cols)]
-    fig = new_figure(min(0.075 * sum(chars) + 0.3 * len(cols), 24), 1.0 + 0.24 * (len(shown) + 1))
-    ax = fig.subplots()
+    width = min(0.075 * sum(chars) + 0.25 * len(cols), 15.0)
+    heights = [len(rows) + 1.6 for _n, rows in blocks]
+    fig = new_figure(width, 0.22 * sum(heights) + 0.9)
+    axes = fig.subplots(len(blocks), 1, squeeze=False, gridspec_kw={"height_ratios": heights})
+    for ax, (name, rows) in zip(axes[:, 0], blocks):
+        _blame_block(ax, name, cols, rows, [c / sum(chars) for c in chars])
+    title(
+        fig,
+        "Sync blame per variant: source lines by syncs per step of the kind shown, each batch "
+        f"size apart (beyond the top {top}, the rest summed)",
+        label,
+    )
+    return fig
+
+
+def _blame_rows(g: pd.DataFrame, sizes: list[int], top: int) -> list[list[str]]:
+    """Text rows of one variant: the top sites by their largest rate, then the rest summed."""
+    site = ["location", "function", "kind", "op", "step_kind"]
+    wide = g.pivot_table(index=site, columns="batch_size", values="per_step", aggfunc="sum")
+    wide = wide.reindex(columns=sizes)
+    regions = g.groupby(site)["regions"].agg(
+        lambda r: ", ".join(sorted(set(", ".join(r).split(", "))))
+    )
+    order = wide.max(axis=1).sort_values(ascending=False).index
+    rows = []
+    for key in order[:top]:
+        loc, fn, kind, op, step = key
+        where = regions[key].replace("step/", "")
+        rows.append([loc, fn, f"{kind} {op}", where, step, *(_rate(v) for v in wide.loc[key])])
+    rest = wide.loc[order[top:]]
+    if len(rest):
+        sums = rest.groupby(level="step_kind").sum(min_count=1)
+        for step, vals in sums.iterrows():
+            n = int((rest.index.get_level_values("step_kind") == step).sum())
+            rows.append([f"{n} other line(s)", "", "", "", step, *(_rate(v) for v in vals)])
+    return rows
+
+
+def _rate(v: float) -> str:
+    return "" if v != v else f"{v:.2f}"
+
+
+def _blame_block(ax: Axes, name: str, cols: list[str], rows: list[list[str]], widths) -> None:
     ax.axis("off")
     tab = ax.table(
-        cellText=cells,
+        cellText=rows,
         colLabels=cols,
-        loc="center",
+        loc="upper center",
         cellLoc="left",
-        colWidths=[c / sum(chars) for c in chars],
+        colWidths=widths,
         bbox=[0, 0, 1, 1],
     )
     tab.auto_set_font_size(False)
     tab.set_fontsize(8)
     for j, c in enumerate(cols):
         tab[0, j].set_text_props(weight="bold")
-        if c in variants:
-            tab[0, j].set_facecolor(variant_color(c))
-            tab[0, j].set_alpha(0.35)
-            for i in range(1, len(cells) + 1):
+        tab[0, j].set_facecolor(variant_color(name.split(" · ")[-1]))
+        tab[0, j].set_alpha(0.35)
+        if c.startswith("bs="):
+            for i in range(1, len(rows) + 1):
                 tab[i, j].set_text_props(ha="right")
-    more = f" (top {top} of {len(t)})" if len(t) > top else ""
-    title(fig, f"Sync blame: syncs per measured step by source line{more}", label)
-    return fig
+    ax.set_title(f"{name}", fontsize=10, loc="left", color=variant_color(name.split(" · ")[-1]))
 
 
 def plot_findings(

@@ -1,1 +1,2 @@
-"""Run folders: tidy tables, meta.json, the summary table and compare."""
+"""Run folders: tidy tables and meta.json; rates per step, bootstrap statistics, the summary
+and compare."""

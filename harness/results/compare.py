@@ -1,4 +1,7 @@
-"""Two run folders side by side: syncs per measured step, and latency percentiles."""
+"""Two run folders side by side: each cell of B against the same cell of A (Δ syncs per decode
+and per prefill step, Δ p50 step time with its interval), and the rows whose syncs per step
+differ. Cells match by (scenario, variant, mirror, batch size, rank) and rows further by (step
+kind, forward mode, path, region); what one run lacks is shown as missing, never as 0."""
 
 from __future__ import annotations
 
@@ -7,55 +10,93 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import InputError
-from harness.results.read import read_table
-from harness.results.run_folder import is_complete
-from harness.results.summary import latency_percentiles, syncs_per_step
-from harness.results.tables import CELL_KEYS
+from harness.report.load import RunData, load_run
+from harness.results.deltas import cell_rates, delta_line, signed, variant_label
+from harness.results.rates import CELL, syncs_per_kind_step
+from harness.results.samples import headline_metric, step_times
 
-SYNC_KEYS = [*CELL_KEYS, "forward_mode", "region"]
-LAT_KEYS = [*CELL_KEYS, "device", "metric", "unit"]
-
-
-def _check(folder: Path) -> None:
-    if not (folder / "meta.json").is_file():
-        raise InputError("not a run folder (no meta.json)", file=str(folder))
-    if not is_complete(folder):
-        raise InputError("run is incomplete (interrupted or still running)", file=str(folder))
+ROW_KEYS = ["step_kind", "forward_mode", "path", "region"]
+MISSING = "missing"
 
 
-def sync_diff(a: Path, b: Path, show_all: bool = False) -> pd.DataFrame:
-    pa = syncs_per_step(read_table(a, "counts")).set_index(SYNC_KEYS)["syncs_per_step"]
-    pb = syncs_per_step(read_table(b, "counts")).set_index(SYNC_KEYS)["syncs_per_step"]
+def _scenarios(run: RunData) -> list[str]:
+    return sorted(set(run.counts["scenario"]) | set(run.latency["scenario"]))
+
+
+def check_same_scenario(a: RunData, b: RunData, other_scenario: bool) -> None:
+    """Runs of different scenarios share no cell: refused unless asked for."""
+    sa, sb = _scenarios(a), _scenarios(b)
+    if sa != sb and not other_scenario:
+        raise InputError(
+            f"runs of different scenarios (A: {', '.join(sa) or 'none'}; B: "
+            f"{', '.join(sb) or 'none'}); pass --other-scenario to match their cells anyway",
+            file=str(b.path),
+            key="scenario",
+        )
+
+
+def _unscoped(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of another scenario, matched as if of one (--other-scenario)."""
+    return df.assign(scenario="*") if len(df) else df
+
+
+def sync_diff(a: pd.DataFrame, b: pd.DataFrame, show_all: bool = False) -> str:
+    """Syncs per step of each kind, A and B, per cell and row; rows that differ (all rows with
+    show_all). A row one run lacks reads `missing`."""
+    keys = [*CELL, *ROW_KEYS]
+    pa = syncs_per_kind_step(a, [*CELL, *ROW_KEYS[1:]]).set_index(keys)["per_step"]
+    pb = syncs_per_kind_step(b, [*CELL, *ROW_KEYS[1:]]).set_index(keys)["per_step"]
     df = pd.concat([pa.rename("A"), pb.rename("B")], axis=1)
-    df["B-A"] = df["B"].fillna(0) - df["A"].fillna(0)
+    if df.empty:
+        return "(no measured steps in either run)"
     if not show_all:
-        df = df[(df["B-A"] != 0) | df["A"].isna() | df["B"].isna()]
-        df = df[~((df["A"].fillna(0) == 0) & (df["B"].fillna(0) == 0))]
-    return df.sort_index()
+        df = df[(df["A"] != df["B"]) | df["A"].isna() | df["B"].isna()]
+    if df.empty:
+        return "(no difference)"
+    out = pd.DataFrame(index=df.index)
+    for side in ("A", "B"):
+        out[side] = [MISSING if v != v else f"{v:.2f}" for v in df[side]]
+    out["B − A"] = [
+        MISSING if (x != x or y != y) else signed(y - x, 2) for x, y in zip(df["A"], df["B"])
+    ]
+    return out.sort_index().to_string()
 
 
-def latency_diff(a: Path, b: Path) -> pd.DataFrame:
-    la = latency_percentiles(read_table(a, "latency")).set_index(LAT_KEYS)
-    lb = latency_percentiles(read_table(b, "latency")).set_index(LAT_KEYS)
-    cols = ["p50", "p90", "p99"]
-    df = pd.concat([la[cols].add_suffix(" A"), lb[cols].add_suffix(" B")], axis=1)
-    df["p50 B/A"] = df["p50 B"] / df["p50 A"]
-    return df.sort_index()
+def cell_lines(a: RunData, b: RunData) -> list[str]:
+    """One line per cell of either run: B against A."""
+    steps_a, steps_b = step_times(a.latency), step_times(b.latency)
+    metric = headline_metric(pd.concat([steps_a, steps_b]))
+    ra = cell_rates(a.counts, steps_a, metric)
+    rb = cell_rates(b.counts, steps_b, metric)
+    mirrors = {c[2] for c in (*ra, *rb)}
+    lines = [f"(Δ = B − A; {metric} time per step; 95% bootstrap CI, paired by step)"]
+    for cell in dict.fromkeys([*ra, *rb]):
+        rank = f" rank={cell[4]}" if cell[4] else ""
+        head = f"{cell[0]} bs={cell[3]}{rank} {variant_label(cell[1], cell[2], mirrors)}"
+        if cell not in ra or cell not in rb:
+            lines.append(f"{head}: {MISSING} in {'A' if cell not in ra else 'B'}")
+        else:
+            lines.append(delta_line(head, ra[cell], rb[cell]))
+    return lines
 
 
-def compare_runs(a: Path, b: Path, show_all: bool = False) -> str:
-    for folder in (a, b):
-        _check(folder)
-    parts = [f"A = {a}\nB = {b}\n", "Syncs per measured step (A, B, B-A):"]
-    sd = sync_diff(a, b, show_all)
-    if sd.empty:
-        parts.append("(no difference)" if not show_all else "(no measured steps)")
-    else:
-        parts.append(sd.to_string(float_format=lambda v: f"{v:.2f}", na_rep="—"))
-    parts.append("\nLatency per scheduler iteration, µs (p50 / p90 / p99):")
-    ld = latency_diff(a, b)
-    if ld.empty:
-        parts.append("(no time pass in either run)")
-    else:
-        parts.append(ld.to_string(float_format=lambda v: f"{v:.2f}", na_rep="—"))
+def compare_runs(a: Path, b: Path, show_all: bool = False, other_scenario: bool = False) -> str:
+    run_a, run_b = load_run(a), load_run(b)
+    check_same_scenario(run_a, run_b, other_scenario)
+    if other_scenario:
+        for run in (run_a, run_b):
+            for name in ("counts", "latency"):
+                setattr(run, name, _unscoped(getattr(run, name)))
+    parts = [f"A = {a}\nB = {b}"]
+    if run_a.meta.get("device_kind") != run_b.meta.get("device_kind"):
+        parts.append(
+            f"note: devices differ (A: {run_a.device}, B: {run_b.device}); times do not compare"
+        )
+    parts.append(
+        "\nEach cell, B against A (runs made at different times: a time difference also holds "
+        "what changed on the machine between them; cells of one run are interleaved):"
+    )
+    parts.extend(cell_lines(run_a, run_b))
+    parts.append("\nSyncs per measured step of each kind (A, B, B − A):")
+    parts.append(sync_diff(run_a.counts, run_b.counts, show_all))
     return "\n".join(parts)

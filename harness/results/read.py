@@ -25,7 +25,7 @@ from harness.results.tables import COLUMNS
 
 # Columns read as numbers; "" there is a missing value (NaN). Elsewhere "" is a real value
 # (e.g. no forward mode) and must not become NaN, which groupby would silently drop.
-NUMERIC = ("batch_size", "step", "syncs", "value", "nbytes", "start_us")
+NUMERIC = ("batch_size", "step", "syncs", "value", "nbytes", "start_us", "round")
 
 
 def read_meta(folder: Path) -> dict[str, Any]:

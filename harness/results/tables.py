@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 # 3: meta.json holds each file's sha256 (readers refuse a file that does not match)
-FORMAT_VERSION = 3
+# 4: latency.csv has a round column (the time pass interleaves cells in rounds)
+FORMAT_VERSION = 4
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
 CELL_KEYS = ("scenario", "variant", "mirror", "batch_size", "rank")
@@ -26,7 +27,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "syncs": (*ROW_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
     # one row per raw sample: metric host | device | e2e; device: cuda | emu
     # start_us: where the sample began, in µs after the start of its step (0 for whole steps)
-    "latency": (*ROW_KEYS, "device", "metric", "value", "unit", "start_us"),
+    # round: the time pass's round of interleaved cells the step ran in (empty: set-up, warm-up)
+    "latency": (*ROW_KEYS, "device", "metric", "value", "unit", "start_us", "round"),
     # one row per (cell, pass): ok, or the failure and where it was raised
     "outcomes": (
         *CELL_KEYS,

@@ -9,7 +9,7 @@ from harness.errors import Interrupted
 from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder, new_run_id
 from harness.results.tables import COLUMNS
-from harness.runner.cells import WorldBuilder, build_serving_world, cells
+from harness.runner.cells import WorldBuilder, build_scenario_world, cells
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.runner.time_pass import run_time_pass
@@ -53,7 +53,7 @@ def run_bench(
     dh: DeviceHandle,
     which: str = "both",
     out_root: Path = Path("results/runs"),
-    builder: WorldBuilder = build_serving_world,
+    builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
 ) -> RunFolder:
     """Run the passes and write the run folder; it is marked complete only at the end."""

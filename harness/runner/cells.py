@@ -1,17 +1,25 @@
-"""Cells (variant × mirror × batch size) and how one becomes a serving world."""
+"""Cells of a scenario and the worlds that run them.
+
+A cell is one (variant, mirror, batch size) of a scenario; what a cell means is up to the
+scenario's world (`Scenario.world`): the serving world sweeps backend variants and mirror
+settings, the sync-cost experiment (harness.synccost) names its cases in `variant`. Worlds
+register how they enumerate cells and build a world for one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
+from harness.results.tables import NO_TAG
 from harness.scenario import Scenario
 
 
@@ -25,13 +33,8 @@ class Cell:
         return f"{self.variant}/mirror={self.mirror}/bs={self.batch_size}"
 
 
-def cells(sc: Scenario) -> list[Cell]:
-    """Every combination, in a stable order (variant-major so a variant's rows sit together)."""
-    return [Cell(v, m, b) for v, m, b in itertools.product(sc.variants, sc.mirror, sc.batch_sizes)]
-
-
 class World(Protocol):
-    """What the runner needs of harness.serving's world."""
+    """What the runner needs of a world."""
 
     findings: list[Any]
 
@@ -40,6 +43,46 @@ class World(Protocol):
 
 
 WorldBuilder = Callable[[Scenario, Cell, torch.device], World]
+
+
+@dataclass(frozen=True)
+class WorldKind:
+    """How a scenario's cells are enumerated, and how one cell becomes a world."""
+
+    cells: Callable[[Scenario], list[Cell]]
+    build: WorldBuilder
+
+
+WORLDS: dict[str, WorldKind] = {}
+# modules that register a world when imported (the serving world registers below)
+WORLD_MODULES = ("harness.synccost.world",)
+
+
+def register_world(name: str, kind: WorldKind) -> None:
+    if name in WORLDS:
+        raise RuntimeError(f"world {name!r} registered twice")
+    WORLDS[name] = kind
+
+
+def world_kind(sc: Scenario) -> WorldKind:
+    for module in WORLD_MODULES:
+        importlib.import_module(module)
+    return WORLDS[sc.world]
+
+
+def cells(sc: Scenario) -> list[Cell]:
+    """The scenario's cells, in the order its world enumerates them."""
+    return world_kind(sc).cells(sc)
+
+
+def build_scenario_world(sc: Scenario, cell: Cell, device: torch.device) -> World:
+    """The world of the scenario's kind for one cell."""
+    return world_kind(sc).build(sc, cell, device)
+
+
+def serving_cells(sc: Scenario) -> list[Cell]:
+    """Every combination, in a stable order (variant-major so a variant's rows sit together)."""
+    return [Cell(v, m, b) for v, m, b in itertools.product(sc.variants, sc.mirror, sc.batch_sizes)]
 
 
 def world_config_kwargs(sc: Scenario, cell: Cell) -> dict[str, Any]:
@@ -80,6 +123,27 @@ def build_serving_world(sc: Scenario, cell: Cell, device: torch.device) -> World
     if missing:  # a scenario key the world cannot honour must not be dropped silently
         raise TypeError(f"WorldConfig has no field(s) {missing}")
     return build_world(WorldConfig(**kw), device)
+
+
+register_world("serving", WorldKind(serving_cells, build_serving_world))
+
+
+def step_path(paths: Iterable[str]) -> str:
+    """The path of a whole step from the paths its forward passes ran on: "eager" when any
+    pass ran eagerly, else "graph" ("none" without a forward pass). Rows outside a forward
+    pass (scheduler regions, the step itself) that carry no path tag take this one."""
+    seen = set(paths)
+    if "eager" in seen:
+        return "eager"
+    return "graph" if "graph" in seen else "none"
+
+
+def tag_value(tags: tuple[tuple[str, str], ...], key: str) -> str:
+    """The value of one tag of a region entry or sample (NO_TAG when absent)."""
+    for k, v in tags:
+        if k == key:
+            return v
+    return NO_TAG
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.results.tables import NO_TAG
 from harness.runner.cells import (
     Cell,
     WorldBuilder,
-    build_serving_world,
+    build_scenario_world,
     cells,
     effective_mirror,
     failure_info,
     finding_row_parts,
+    step_path,
+    tag_value,
 )
 from harness.runner.progress import Progress
 from harness.scenario import Scenario
@@ -56,13 +57,6 @@ class PassRows:
 
 def stack_id(stack: tuple) -> str:
     return hashlib.sha1(repr(stack).encode()).hexdigest()[:12]
-
-
-def _tag(tags: tuple[tuple[str, str], ...], key: str) -> str:
-    for k, v in tags:
-        if k == key:
-            return v
-    return NO_TAG
 
 
 class _CellRecorder:
@@ -98,14 +92,11 @@ class _CellRecorder:
     def _step_path(entries, step: int) -> str:
         if step == SETUP_STEP:
             return "setup"
-        paths = {_tag(e.tags, "path") for e in entries}
-        if "eager" in paths:
-            return "eager"
-        return "graph" if "graph" in paths else "none"
+        return step_path(tag_value(e.tags, "path") for e in entries)
 
     def _key(self, tags, region: str, step: int, phase_path: str | None, untagged: str) -> tuple:
-        path = phase_path or _tag(tags, "path") or untagged
-        return (*self.cell_key, step, _tag(tags, "forward_mode"), path, region)
+        path = phase_path or tag_value(tags, "path") or untagged
+        return (*self.cell_key, step, tag_value(tags, "forward_mode"), path, region)
 
 
 # Frames of the runner and the command line say nothing about the code under test, and would
@@ -135,7 +126,7 @@ def run_cell_count(
     sc: Scenario,
     cell: Cell,
     device: torch.device,
-    builder: WorldBuilder = build_serving_world,
+    builder: WorldBuilder = build_scenario_world,
     progress: Progress | None = None,
 ) -> PassRows:
     rec = _CellRecorder(sc.name, cell)
@@ -190,7 +181,7 @@ def run_cell_count(
 def run_count_pass(
     sc: Scenario,
     device: torch.device,
-    builder: WorldBuilder = build_serving_world,
+    builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
 ) -> PassRows:
     out = PassRows()

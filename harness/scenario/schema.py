@@ -77,8 +77,40 @@ class StepsConfig:
         metadata=_spec("measured steps, time pass on the emulated device", min=1, max=100_000),
     )
 
+    # the time pass interleaves cells: rounds of this many steps per cell, in shuffled order
+    round_steps: int = field(
+        default=5,
+        metadata=_spec("measured steps per cell in each round of the time pass", min=1, max=10_000),
+    )
+
     def time_steps(self, device_kind: str) -> int:
         return self.time if device_kind == "cuda" else self.time_emu
+
+
+def known_injections() -> tuple[str, ...]:
+    """Sync kinds the sync-cost experiment can inject (its registry; no torch needed)."""
+    from harness.synccost.cases import INJECTIONS
+
+    return tuple(INJECTIONS)
+
+
+@dataclass
+class SyncCostConfig:
+    """The sync-cost experiment: the same step with k injected syncs of each kind, at each
+    stand-in forward duration; cells are their product (k = 0 once per duration)."""
+
+    kinds: list[str] = field(
+        default_factory=lambda: list(known_injections()),
+        metadata=_spec("sync kinds to inject", choices_fn=known_injections, nonempty=True),
+    )
+    k: list[int] = field(
+        default_factory=lambda: [0, 1, 2, 4],
+        metadata=_spec("injected syncs per step (a sweep)", min=0, max=64, nonempty=True),
+    )
+    forward_us: list[float] = field(
+        default_factory=lambda: [200.0, 1000.0, 4000.0],
+        metadata=_spec("stand-in forward durations, µs (a sweep)", min=0, max=1e6, nonempty=True),
+    )
 
 
 @dataclass
@@ -132,10 +164,18 @@ class Scenario:
         metadata=_spec("EAGLE settings (eagle and specv2; direct: drive EAGLE's passes)"),
     )
     steps: StepsConfig = field(default_factory=StepsConfig, metadata=_spec("step counts"))
+    sync_cost: SyncCostConfig | None = field(
+        default=None, metadata=_spec("the sync-cost experiment instead of the serving world")
+    )
 
     @property
     def is_spec(self) -> bool:
         return self.serving_mode in ("eagle", "specv2")
+
+    @property
+    def world(self) -> str:
+        """Which registered world runs the cells (harness.runner.cells.WORLDS)."""
+        return "serving" if self.sync_cost is None else "sync_cost"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,10 +312,27 @@ def schema_type_at(dotted: str, src: Source) -> Any:
     return cls
 
 
+# Keys of the serving world that a sync-cost experiment does not use: set, they would be
+# ignored, so they must keep their defaults there.
+SERVING_ONLY = (
+    "serving_mode", "prefill_every", "variants", "mirror", "cuda_graph", "cuda_graph_max_bs",
+    "prep_in_graph", "forward_us", "kernels", "spec",
+)  # fmt: skip
+
+
+def _check_sync_cost(sc: Scenario, src: Source) -> None:
+    defaults = Scenario()
+    for key in SERVING_ONLY:
+        if getattr(sc, key) != getattr(defaults, key):
+            _fail("not used by a sync_cost experiment (its cells come from sync_cost)", src, key)
+
+
 def check_consistency(sc: Scenario, src: Source) -> Scenario:
     """Rules that involve several keys."""
     from harness.serving.modes import get_serving_mode  # the modes say which mirrors they take
 
+    if sc.sync_cost is not None:
+        _check_sync_cost(sc, src)
     if sc.serving_mode == "nonspec" and sc.spec is not None:
         _fail("only for serving_mode eagle, specv2 or direct", src, "spec")
     allowed = get_serving_mode(sc.serving_mode).mirror_settings
