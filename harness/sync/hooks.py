@@ -243,7 +243,7 @@ def _wrap_cuda(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
-        if not _watching() or not isinstance(src, torch.Tensor):
+        if not _watching() or not hasattr(src, "device"):  # torch rejects a non-tensor itself
             return fn(self, src, non_blocking)
         if self.is_cuda and src.device.type == "cpu":
             memory = copy_host_memory(src, self, src.is_pinned())

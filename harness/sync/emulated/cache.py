@@ -1,8 +1,9 @@
 """The emulated caching allocator: what `torch.cuda.empty_cache()` would hand back.
 
 Modelled: CUDA's caching allocator keeps every freed block reserved until `empty_cache`, which
-returns them with `cudaFree` (the host waits). So here every emulated-device storage freed since
-the last `empty_cache` is a cached block, and `empty_cache` is a sync exactly when there is one.
+returns them with `cudaFree` (the host waits). So here every emulated-device allocation freed
+since the last `empty_cache` is a cached block, and `empty_cache` is a sync exactly when there is
+one. An allocation is a tensor that is not a view; it is freed when it and its views are gone.
 Not modelled: segments. CUDA returns a block only once its whole segment is free, so the
 emulated device can call an `empty_cache` a sync where CUDA finds nothing to return.
 """
@@ -14,22 +15,20 @@ from functools import partial
 
 import torch
 
-_live: dict[int, weakref.ref[torch.UntypedStorage]] = {}  # id(storage) -> ref with a callback
+_live: set[weakref.ref[torch.Tensor]] = set()  # the refs must live for their callbacks to run
 _cached_bytes = 0
 
 
-def _freed(key: int, nbytes: int, _ref: object) -> None:
+def _freed(nbytes: int, ref: weakref.ref[torch.Tensor]) -> None:
     global _cached_bytes
-    _live.pop(key, None)
+    _live.discard(ref)
     _cached_bytes += nbytes
 
 
 def track(elem: torch.Tensor) -> None:
-    """Note the storage behind a new emulated tensor (views share their base's)."""
-    storage = elem.untyped_storage()
-    key = id(storage)
-    if key not in _live:
-        _live[key] = weakref.ref(storage, partial(_freed, key, storage.nbytes()))
+    """Note a new emulated tensor's values; a view's belong to its base, already noted."""
+    if elem._base is None:
+        _live.add(weakref.ref(elem, partial(_freed, elem.nbytes)))
 
 
 def release() -> int:

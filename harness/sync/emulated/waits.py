@@ -107,14 +107,18 @@ _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
 }
 
 
+_TAGGED: dict[Any, bool] = {}  # op -> whether its tags say it reads the device
+
+
 def kinds(func: Any, args: tuple, kwargs: dict) -> list[SyncKind]:
     """The waits of one aten call on CUDA, in order."""
     rule = _MEASURED.get(func)
     if rule is not None:
         return rule(args, kwargs)
-    if any(tag in func.tags for tag in _READS_DEVICE):
-        return [D2H]
-    return []
+    tagged = _TAGGED.get(func)
+    if tagged is None:
+        tagged = _TAGGED[func] = any(tag in func.tags for tag in _READS_DEVICE)
+    return [D2H] if tagged else []
 
 
 def one_hot_kinds(num_classes: int) -> list[SyncKind]:
