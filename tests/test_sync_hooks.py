@@ -39,7 +39,7 @@ def test_sync_warnings_become_events_named_and_classified(fake_cuda: dict) -> No
     with SyncLedger() as led:
         warnings.warn(warning, stacklevel=1)
         STATE.op = "setitem"
-        hooks._CALL.rule = lambda: [SyncKind.H2D_BLOCKING]
+        hooks._CALL.rule, hooks._CALL.args = lambda: [SyncKind.H2D_BLOCKING], ()
         try:
             warnings.warn(warning, stacklevel=1)
             warnings.warn(warning, stacklevel=1)  # the rule's kinds are used up: a read
@@ -130,3 +130,14 @@ def test_interceptors_are_inert_without_a_ledger_and_on_the_emulated_device() ->
         finally:
             STATE.emulated -= 1
     assert dst.calls == [False, False] and led.events == []
+
+
+def test_waits_the_debug_mode_misses_are_counted_per_call() -> None:
+    calls: list[dict] = []
+    unique = hooks._counted("unique", hooks._unique_dim_waits, lambda *a, **k: calls.append(k))
+    with SyncLedger() as led:
+        unique(StubTensor(True), dim=0)  # thrust waits three times, unseen by the debug mode
+        unique(StubTensor(True))  # no dim: its own warning is counted as usual
+        unique(StubTensor(False), dim=0)  # not on a GPU
+    assert len(calls) == 3
+    assert [(e.kind, e.op) for e in led.events] == [(SyncKind.D2H_READ, "unique")] * 3

@@ -83,6 +83,9 @@ def _no_mark(name: str) -> contextlib.AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
+_none = contextlib.nullcontext
+
+
 def _drain(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize()
@@ -129,18 +132,10 @@ class _Config:
     mark: Mark
 
 
-STEP_CONFIGS = (
-    "plain",
-    "regions",
-    "ledger_across_steps",
-    "max_syncs_per_step",
-    "sync_debug_warn",
-    "profiler_loop",
-)
-
-
-def _configs(dev: torch.device, post_ns: list[int]) -> list[_Config]:
-    none = contextlib.nullcontext
+def _host_configs(dev: torch.device) -> list[_Config]:
+    """The ledger and its peers, before any profiler ran (CUPTI, once attached by a profiler,
+    slows every later launch)."""
+    none = _none
     configs = [
         _Config("plain", none, none, _no_mark),
         _Config("regions", none, none, region),
@@ -148,11 +143,26 @@ def _configs(dev: torch.device, post_ns: list[int]) -> list[_Config]:
         _Config("max_syncs_per_step", none, lambda: max_syncs(0), region),
     ]
     if dev.type == "cuda":
-        configs += [
-            _Config("sync_debug_warn", _sync_debug_warn, none, _no_mark),
-            _Config("profiler_loop", lambda: _profiling(post_ns), none, region),
-        ]
+        configs.append(_Config("sync_debug_warn", _sync_debug_warn, none, _no_mark))
     return configs
+
+
+def _profiler_configs(post_ns: list[int]) -> list[_Config]:
+    return [
+        _Config("plain_after_profiler", _none, _none, _no_mark),
+        _Config("profiler_loop", lambda: _profiling(post_ns), _none, region),
+    ]
+
+
+STEP_CONFIGS = (
+    "plain",
+    "regions",
+    "ledger_across_steps",
+    "max_syncs_per_step",
+    "sync_debug_warn",
+    "plain_after_profiler",
+    "profiler_loop",
+)
 
 
 @contextlib.contextmanager
@@ -171,23 +181,36 @@ def _rows(config: str, samples: list[int]) -> list[Row]:
     ]
 
 
-def step_overhead(dev: torch.device, steps: int, rounds: int = 6) -> list[Row]:
-    """Per-step host ns of every configuration, interleaved; the plain step measured first,
-    before anything of the ledger ran in this process, is `plain_before_first_ledger`."""
+def plain_before_first_ledger(dev: torch.device, steps: int) -> list[Row]:
+    """The plain step before any ledger ran in this process (on CUDA: before the interceptors
+    were installed). Measure it first: installing is for the rest of the process."""
     step = metadata_step(dev)
-    before = _time_steps(step, _no_mark, dev, steps // rounds, contextlib.nullcontext)
-    post_ns: list[int] = []
-    configs = _configs(dev, post_ns)
+    return _rows("plain_before_first_ledger", _time_steps(step, _no_mark, dev, steps, _none))
+
+
+def _interleaved(configs: list[_Config], dev: torch.device, steps: int, rounds: int) -> list[Row]:
+    step = metadata_step(dev)
     samples: dict[str, list[int]] = {c.name: [] for c in configs}
     per_round = max(1, steps // rounds)
     for r in range(rounds):
         for c in configs[r % len(configs) :] + configs[: r % len(configs)]:
             with c.around_round():
                 samples[c.name] += _time_steps(step, c.mark, dev, per_round, c.around_step)
-    rows = _rows("plain_before_first_ledger", before)
-    for name, values in samples.items():
-        rows += _rows(name, values)
-    per_profile = per_round + WARMUP
+    return [row for name, values in samples.items() for row in _rows(name, values)]
+
+
+def step_overhead(dev: torch.device, steps: int, rounds: int = 6) -> list[Row]:
+    """Per-step host ns of the ledger's configurations and its peers, interleaved round by round.
+    Run it before any profiler in the process; the targets are ratios to its `plain`."""
+    return _interleaved(_host_configs(dev), dev, steps, rounds)
+
+
+def profiler_overhead(steps: int, rounds: int = 6) -> list[Row]:
+    """The PyTorch profiler in the loop (and its post-processing per step) on CUDA, interleaved
+    with the plain step as it runs once a profiler has attached CUPTI."""
+    post_ns: list[int] = []
+    rows = _interleaved(_profiler_configs(post_ns), torch.device("cuda"), steps, rounds)
+    per_profile = max(1, steps // rounds) + WARMUP
     return rows + _rows("profiler_postprocess_per_step", [v // per_profile for v in post_ns])
 
 
@@ -217,9 +240,9 @@ def enter_exit_costs(n: int = 100_000, reps: int = 5) -> list[Row]:
 def emulated_slowdown(steps: int) -> list[Row]:
     """The same step on plain CPU tensors and on the emulated device."""
     cpu = torch.device("cpu")
-    plain = _time_steps(metadata_step(cpu), region, cpu, steps, contextlib.nullcontext)
+    plain = _time_steps(metadata_step(cpu), region, cpu, steps, _none)
     with emulated_device() as dev:
-        emu = _time_steps(metadata_step(dev), region, dev, steps, contextlib.nullcontext)
+        emu = _time_steps(metadata_step(dev), region, dev, steps, _none)
     return _rows("cpu_tensors", plain) + _rows("emulated_device", emu)
 
 

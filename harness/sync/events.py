@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from types import FrameType
+from typing import NamedTuple
 
 
 class SyncKind(str, Enum):
@@ -67,13 +68,13 @@ class SyncEvent:
         return f"{self.kind.value} {self.op}{size}{hazard} at {where} [region {self.region or '-'}]"
 
 
-@dataclass(frozen=True)
-class RegionEntry:
-    """One entry into a region while a ledger was active (lets reports emit zero-sync rows)."""
+class RegionEntry(NamedTuple):
+    """One entry into a region while a ledger was active (lets reports emit zero-sync rows).
+    A tuple: one is made per region entered, on the hot path."""
 
     region: str
     step: int | None
-    tags: tuple[tuple[str, str], ...] = field(default=())
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 # Frames inside these folders are machinery, not the code that caused a sync.

@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import (
+    LINALG_EIGH_WAITS,
+    UNIQUE_DIM_WAITS,
     HostMemory,
     classify_d2h,
     classify_empty_cache,
@@ -50,7 +52,8 @@ class _Call(threading.local):
     """The indexing call being intercepted on this thread, to classify its waits lazily."""
 
     def __init__(self) -> None:
-        self.rule: Callable[[], list[SyncKind]] | None = None
+        self.rule: Callable[..., list[SyncKind]] | None = None
+        self.args: tuple[Any, ...] = ()
         self.kinds: list[SyncKind] | None = None
 
 
@@ -111,7 +114,7 @@ def _hook_warnings() -> None:
 
 def _implicit_kind() -> SyncKind:
     if _CALL.kinds is None and _CALL.rule is not None:
-        _CALL.kinds = _CALL.rule()
+        _CALL.kinds = _CALL.rule(*_CALL.args)
     return _CALL.kinds.pop(0) if _CALL.kinds else SyncKind.D2H_READ
 
 
@@ -153,7 +156,7 @@ def _indexing(op: str, fn: Callable[..., Any], rule: Callable[..., list[SyncKind
         if not STATE.ledgers or STATE.op is not None or not self.is_cuda:
             return fn(self, *args)
         STATE.op = op
-        _CALL.rule = functools.partial(rule, self, *args)
+        _CALL.rule, _CALL.args = rule, (self, *args)
         try:
             return fn(self, *args)
         finally:
@@ -174,6 +177,38 @@ def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., 
         return _suppressed(fn, *args, **kwargs)
 
     return wrapper
+
+
+def _counted(op: str, waits: Callable[..., int], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Record `waits(*args, **kwargs)` reads per call of `fn`, whose waits the debug mode misses
+    in part (the warnings it does raise are swallowed); 0: count its warnings as usual."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        n = waits(*args, **kwargs) if STATE.ledgers and not STATE.suppress else 0
+        if not n:
+            return fn(*args, **kwargs)
+        outer = STATE.op is None
+        if outer:
+            STATE.op = op
+        try:
+            for _ in range(n):
+                record_sync(SyncKind.D2H_READ, op)
+            return _suppressed(fn, *args, **kwargs)
+        finally:
+            if outer:
+                STATE.op = None
+
+    return wrapper
+
+
+def _unique_dim_waits(t: Any, *args: Any, dim: int | None = None, **kwargs: Any) -> int:
+    dim = args[3] if len(args) > 3 else dim
+    return UNIQUE_DIM_WAITS if dim is not None and getattr(t, "is_cuda", False) else 0
+
+
+def _eigh_waits(t: Any, *args: Any, **kwargs: Any) -> int:
+    return LINALG_EIGH_WAITS if getattr(t, "is_cuda", False) else 0
 
 
 def _suppressed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -204,8 +239,9 @@ def _host(t: torch.Tensor) -> HostMemory:
 def _wrap_to(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if not _watching():
-            return fn(self, *args, **kwargs)
+        first = args[0] if args else kwargs.get("device")
+        if first is None or isinstance(first, torch.dtype) or not _watching():
+            return fn(self, *args, **kwargs)  # a dtype conversion stays on its device
         device, _dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
         if device is None or {self.device.type, device.type} != {"cpu", "cuda"}:
             return fn(self, *args, **kwargs)  # no host-device copy (or not a real GPU)
@@ -321,7 +357,6 @@ _NAMED_FUNCTIONS = (
     "argwhere",
     "repeat_interleave",
     "masked_select",
-    "unique",
     "unique_consecutive",
     "bincount",
     "histc",
@@ -337,6 +372,10 @@ def _install() -> None:
     for name in _NAMED_FUNCTIONS:
         setattr(torch, name, _named(name, getattr(torch, name)))
     F.one_hot = _named("one_hot", F.one_hot)
+    torch.unique = _counted("unique", _unique_dim_waits, _named("unique", torch.unique))
+    for name in ("eigh", "eigvalsh"):
+        fn = getattr(torch.linalg, name)
+        setattr(torch.linalg, name, _counted(f"linalg_{name}", _eigh_waits, fn))
     T.__getitem__ = _indexing("getitem", T.__getitem__, lambda t, i: getitem_kinds(i, t.dim()))
     T.__setitem__ = _indexing(
         "setitem", T.__setitem__, lambda t, i, v: setitem_kinds(i, t.dim(), v)

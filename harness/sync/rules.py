@@ -95,6 +95,14 @@ def classify_d2h(nbytes: int, non_blocking: bool, dst: HostMemory) -> SyncKind |
     return None if dst.direct else SyncKind.PAGEABLE_ASYNC
 
 
+# Kernels that wait where PyTorch's sync debug mode cannot see it (thrust and cuSOLVER synchronize
+# by themselves): how many times the host waits in all, as the blocking oracle counted on the
+# H200 (catalogue cases unique_dim and linalg_eigh). The CUDA interceptors record these counts
+# for the call; the emulated device for the aten op (`unique_dim`, `_linalg_eigh`).
+UNIQUE_DIM_WAITS = 3
+LINALG_EIGH_WAITS = 2
+
+
 def classify_empty_cache(released_bytes: int) -> SyncKind | None:
     """`empty_cache` frees device memory (cudaFree synchronizes) only when blocks were cached."""
     return SyncKind.ALLOCATOR if released_bytes > 0 else None

@@ -16,11 +16,11 @@ def _set(t: torch.Tensor, index: object, value: object) -> None:
 
 # ---- t[index] -------------------------------------------------------------------------------
 case("getitem_device_index", lambda t, dev: t["d"][t["idx"]])
-case("getitem_bool_mask", lambda t, dev: t["d"][t["mask"]], {D2H: 1}, measured=False)
+case("getitem_bool_mask", lambda t, dev: t["d"][t["mask"]], {D2H: 1})
 case("getitem_host_index", lambda t, dev: t["d"][t["host_idx"]], {H2D: 1})  # index copied in
 # a host mask becomes indices on the host, in pinned memory, copied without a wait
 case("getitem_host_bool_mask", lambda t, dev: t["d"][t["host_mask"]])
-case("getitem_list_index", lambda t, dev: t["d"][[0, 2]], {H2D: 1}, measured=False)
+case("getitem_list_index", lambda t, dev: t["d"][[0, 2]], {H2D: 1})
 
 # ---- t[index] = value ------------------------------------------------------------------------
 # one device mask and a Python number: `masked_fill_` with a host number, no wait
@@ -44,7 +44,7 @@ case(
 )
 case("setitem_host_index_python_scalar", lambda t, dev: _set(t["d"], t["host_idx"], 5), {H2D: 2})
 case("setitem_int_python_scalar", lambda t, dev: _set(t["d"], 0, 5), {H2D: 1})
-case("setitem_slice_python_scalar", lambda t, dev: _set(t["d"], slice(0, 2), 0), measured=False)
+case("setitem_slice_python_scalar", lambda t, dev: _set(t["d"], slice(0, 2), 0))
 case("setitem_slice_device_scalar", lambda t, dev: _set(t["d"], slice(0, 2), t["z"]))
 case("index_put_device", lambda t, dev: t["d"].index_put_((t["idx"],), t["z"]))
 case("index_put_accumulate", lambda t, dev: t["d"].index_put_((t["idx"],), t["z"], True))

@@ -45,9 +45,8 @@ case(
     "as_tensor_from_list",
     lambda t, dev: torch.as_tensor([1, 2], device=dev),
     {H2D: 1},
-    measured=False,
 )
-case("new_tensor_from_list", lambda t, dev: t["d"].new_tensor([1, 2]), {H2D: 1}, measured=False)
+case("new_tensor_from_list", lambda t, dev: t["d"].new_tensor([1, 2]), {H2D: 1})
 # the backend's way with small host lists: pinned staging, then an asynchronous copy
 case(
     "pinned_list_to_device",
@@ -87,13 +86,11 @@ case("d2h_nonblocking_to", lambda t, dev: t["d"].to("cpu", non_blocking=True))
 case(
     "d2h_nonblocking_into_pinned",
     lambda t, dev: t["host_out_pinned"].copy_(t["d"], non_blocking=True),
-    measured=False,
 )
 case(
     "d2h_blocking_into_pinned",
     lambda t, dev: t["host_out_pinned"].copy_(t["d"]),
     {D2H: 1},
-    measured=False,
 )
 case(
     "d2h_nonblocking_into_pageable",

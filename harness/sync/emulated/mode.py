@@ -50,7 +50,7 @@ class _EmuMode(TorchFunctionMode):
         dev = torch.device(device) if not isinstance(device, torch.device) else device
         return dev.type == "meta" or (dev.type == "cuda" and self.claim_cuda)
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_function__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         outer = STATE.op is None

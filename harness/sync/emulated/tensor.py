@@ -67,7 +67,7 @@ class EmuTensor(torch.Tensor):
         return r
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(cls, func, _types, args=(), kwargs=None):  # type: ignore[override]
         return cls.door(func, args, kwargs or {})
 
     # ---- host reads that do not go through an aten op -------------------------------------

@@ -20,6 +20,8 @@ import torch
 from harness.sync.emulated.tensor import EmuTensor
 from harness.sync.events import SyncKind
 from harness.sync.rules import (
+    LINALG_EIGH_WAITS,
+    UNIQUE_DIM_WAITS,
     IndexArg,
     ValueArg,
     index_kinds,
@@ -100,9 +102,9 @@ _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
     aten.histc.default: _histc,
     aten.equal.default: _equal,
     aten.bincount.default: _reads(2),  # case bincount: min (non-negative check) and max
-    aten.unique_dim.default: _reads(3),  # case unique_dim
+    aten.unique_dim.default: _reads(UNIQUE_DIM_WAITS),  # case unique_dim
     aten._linalg_check_errors.default: _reads(1),  # cases linalg_inv, _cholesky, _solve, ...
-    aten._linalg_eigh.default: _reads(2),  # case linalg_eigh
+    aten._linalg_eigh.default: _reads(LINALG_EIGH_WAITS),  # cases linalg_eigh, linalg_eigvalsh
     aten._linalg_svd.default: _reads(2),  # case linalg_svd
 }
 
