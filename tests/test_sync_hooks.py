@@ -12,6 +12,8 @@ import torch
 from harness.sync import SyncKind, SyncLedger, hooks
 from harness.sync.state import STATE
 
+STAGED = SyncKind.PAGEABLE_STAGED
+
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
@@ -89,6 +91,7 @@ def _copy_kind(dst: StubTensor, src: StubTensor, non_blocking: bool) -> list[Syn
         (StubTensor(True), StubTensor(False), True, [SyncKind.PAGEABLE_STAGED]),
         (StubTensor(True, 8 << 20), StubTensor(False, 8 << 20), True, [SyncKind.PAGEABLE_ASYNC]),
         (StubTensor(True), StubTensor(False), False, [SyncKind.H2D_BLOCKING]),
+        (StubTensor(True), StubTensor(False, pinned=True, contiguous=False), True, [STAGED]),
         (StubTensor(False, pinned=True), StubTensor(True), True, []),
         (
             StubTensor(False, pinned=True, contiguous=False),

@@ -130,6 +130,9 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     for kind in kinds(func, args, kwargs):
         record_sync(kind, func.overloadpacket.__name__)
     out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "cpu":
+        return out  # e.g. torch.empty_like(t, device="cpu"): a host tensor
     own = {id(a._elem): a for a in args if isinstance(a, EmuTensor)}
     return _wrap_result(out, own)
 
