@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,8 @@ def test_cuda_check_without_cuda_refuses_and_writes_nothing(
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="nvidia-smi is present")
 def test_make_gpu_check_without_a_gpu_refuses_at_once(tmp_path: Path) -> None:
     gpu_out = tmp_path / "gpu"
+    # a top-level make, as a user runs it (not a sub-make of `make test`)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     res = subprocess.run(
         [
             "make",
@@ -43,6 +46,7 @@ def test_make_gpu_check_without_a_gpu_refuses_at_once(tmp_path: Path) -> None:
             f"GPU_OUT={gpu_out}",
         ],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
