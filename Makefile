@@ -68,12 +68,21 @@ trace: $(SETUP)
 notebooks: $(SETUP)
 	$(PY) -m harness notebooks $(RUN) $(ARGS)
 
-# GPU checks: the ledger against the profiler, the backend and the CUDA graphs against the
-# emulated device. Each writes its tables under $(GPU_OUT).
+# GPU checks: the backend and the CUDA graphs against the emulated device, then the sync ledger
+# against physics and the profiler (its compact summary prints last). Each writes its tables
+# under $(GPU_OUT); all three run, and the target fails when any failed. Without a GPU it is
+# refused at once, before any set-up, and nothing is written.
+ifneq ($(filter gpu-check,$(MAKECMDGOALS)),)
+ifeq ($(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU'),0)
+$(error gpu-check needs an NVIDIA GPU and nvidia-smi lists none: nothing was run or written)
+endif
+endif
 gpu-check: $(SETUP)
-	$(PY) -m harness.sync.gpucheck --out $(GPU_OUT)/sync $(ARGS)
-	$(PY) -m harness.checks.backend_gpu --out $(GPU_OUT)/backend
-	$(PY) -m harness.checks.serving_gpu --out $(GPU_OUT)/serving
+	@rc=0; \
+	$(PY) -m harness.checks.backend_gpu --out $(GPU_OUT)/backend || rc=1; \
+	$(PY) -m harness.checks.serving_gpu --out $(GPU_OUT)/serving || rc=1; \
+	$(PY) -m harness.checks.sync_gpu --out $(GPU_OUT)/sync $(ARGS) || rc=1; \
+	exit $$rc
 
 kernels-gpu: $(SETUP)
 	$(PY) benchmarks/kernels_gpu.py --out $(GPU_OUT)/kernels $(ARGS)

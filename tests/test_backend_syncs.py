@@ -285,7 +285,8 @@ def test_graph_idle_bucket():
                 be.init_forward_metadata_in_graph(idle),
             )
         )
-    assert cap == capture_syncs("after") and rep == {}
+    # F06 on an idle batch: `seq_lens.cpu()` of no lengths copies zero bytes, which never waits
+    assert cap == k(OUT, ITEM) and rep == {}
 
 
 # ---- multi-step draft decode ---------------------------------------------------------------

@@ -8,38 +8,47 @@ from collections import Counter
 import pytest
 import torch
 
-from harness.sync import SyncLedger, emulated_device, region
-from harness.sync.catalogue import PATTERNS, Pattern, make_inputs
+from harness.sync import SyncKind, SyncLedger, emulated_device, region
+from harness.sync.catalogue import CASES, Case, make_inputs
 
 THIS_FILE = "tests/test_sync_catalogue.py"
 
 
-@pytest.mark.parametrize("pattern", PATTERNS, ids=[p.name for p in PATTERNS])
-def test_pattern_kind_count_and_line(pattern: Pattern) -> None:
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_kind_count_and_line(case: Case) -> None:
     with emulated_device() as dev:
         inputs = make_inputs(dev)
+        if case.setup is not None:
+            case.setup(inputs, dev)
         with SyncLedger() as led, region("planted"):
             line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
-            pattern.body(inputs, dev)
-    assert Counter(e.kind for e in led.events) == Counter(pattern.expected)
+            case.body(inputs, dev)
+    assert Counter(e.kind for e in led.events) == Counter(case.expected)
+    assert led.count() == case.syncs
     for event in led.events:
         assert event.location.endswith(f"{THIS_FILE}:{line}"), event.describe()
-        assert event.function == "test_pattern_kind_count_and_line"
+        assert event.function == "test_case_kind_count_and_line"
         assert event.region == "planted"
         assert event.stack[0][1] == line
 
 
-def test_catalogue_covers_every_kind_the_issue_lists() -> None:
-    names = {p.name for p in PATTERNS}
+def test_catalogue_covers_what_the_ledger_must_catch() -> None:
+    names = {c.name for c in CASES}
     assert {
-        "item", "tolist", "cpu", "int", "bool", "nonzero", "bool_mask_index",
-        "repeat_interleave_tensor", "repeat_interleave_output_size", "tensor_from_list",
-        "h2d_blocking_pageable", "h2d_blocking_pinned", "h2d_nonblocking_pageable",
-        "h2d_nonblocking_pinned", "d2h_nonblocking_to", "device_synchronize",
-        "stream_synchronize", "event_synchronize", "cumsum", "max_unread",
+        "getitem_host_index", "setitem_host_index_device_scalar",
+        "setitem_bool_mask_device_scalar", "setitem_bool_mask_python_scalar",
+        "d2h_nonblocking_into_strided_pinned", "h2d_nonblocking_strided_pinned",
+        "zero_bytes_h2d_nonblocking", "zero_bytes_d2h",
+        "h2d_nonblocking_pageable_4KiB", "h2d_nonblocking_pageable_64KiB",
+        "h2d_nonblocking_pageable_1MiB", "h2d_nonblocking_pageable_4MiB",
+        "h2d_nonblocking_pageable_16MiB", "h2d_nonblocking_pageable_64MiB",
+        "empty_cache_with_cached_blocks", "empty_cache_nothing_cached", "allclose",
+        "histc_no_range", "histc_range", "one_hot_no_num_classes", "one_hot_num_classes",
+        "print", "fstring_scalar", "multinomial_one", "bincount", "unique", "masked_select",
+        "nanmedian", "linalg_inv", "linalg_cholesky", "repeat_interleave_tensor",
     } <= names  # fmt: skip
-    kinds = {k for p in PATTERNS for k in p.expected}
-    assert {k.value for k in kinds} == {"d2h_read", "h2d_blocking", "pageable_async", "explicit"}
+    assert len(CASES) >= 90
+    assert {k for c in CASES for k in c.expected} == set(SyncKind)
 
 
 def test_values_are_real_on_the_emulated_device() -> None:

@@ -1,18 +1,29 @@
-"""`python -m harness syncs -- SCRIPT [ARGS...]`: any script under the ledger."""
+"""`python -m harness syncs -- SCRIPT [ARGS...]`: any script under the ledger.
+
+The script runs as `__main__` on the chosen device; code that says `"cuda"` runs on the emulated
+device when that is chosen. Its syncs are printed by location afterwards, also when it fails:
+an exception prints the script's own traceback and gives exit 1; `sys.exit(...)` keeps its code
+(a message is printed and gives 1), as Python itself does.
+"""
 
 from __future__ import annotations
 
 import argparse
 import runpy
 import sys
+import traceback
 from pathlib import Path
+from types import TracebackType
 
 import harness
 from harness import cli
 from harness.cli import command
 from harness.errors import InputError
 from harness.sync import DEVICE_KINDS, SyncLedger, use_device
+from harness.sync.device import resolve_kind
 from harness.sync.events import skip_frames_of
+
+EXIT_INTERRUPTED = 130
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
@@ -30,6 +41,39 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("script_args", nargs=argparse.REMAINDER)
 
 
+def _script_frames(tb: TracebackType | None, script: Path) -> TracebackType | None:
+    """The traceback from the script's first frame on (the launcher's frames are not its)."""
+    target = str(script.resolve())
+    while tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()) != target:
+        tb = tb.tb_next
+    return tb
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
+    return 1
+
+
+def _run_script(script: Path) -> int:
+    """Run the script as __main__; its exit code (1 with its traceback when it raises)."""
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        return 1
+    return 0
+
+
 @command(
     "syncs",
     help="run a Python script under the sync ledger and list its syncs by location",
@@ -39,20 +83,18 @@ def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise InputError("no such script", file=str(script))
+    try:
+        kind = resolve_kind(args.device)
+    except ValueError as exc:
+        raise InputError(str(exc), key="--device") from None
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     # the launcher's own frames are not where a script's syncs come from
     skip_frames_of(__file__, cli.__file__, str(Path(harness.__file__).with_name("__main__.py")))
     saved_argv = sys.argv
     sys.argv = [str(script), *script_args]
-    code = 0
     try:
-        with use_device(args.device) as info, SyncLedger() as ledger:
-            try:
-                runpy.run_path(str(script), run_name="__main__")
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except ValueError as exc:
-        raise InputError(str(exc), key="--device") from None
+        with use_device(kind, claim_cuda=True) as info, SyncLedger() as ledger:
+            code = _run_script(script)
     finally:
         sys.argv = saved_argv
     print(f"device: {info.kind} ({info.name})", file=sys.stderr)

@@ -79,7 +79,7 @@ class _CellRecorder:
             counts.setdefault(self._key(entry.tags, entry.region, step, phase_path, untagged), 0)
         for e in events:
             key = self._key(e.tags, e.region, step, phase_path, untagged)
-            counts[key] = counts.get(key, 0) + 1
+            counts[key] = counts.get(key, 0) + e.is_sync  # hazards: in syncs.csv, not counted
             frames = trim_stack(e.stack)
             sid = stack_id(frames)
             if sid not in self.rows.stacks:

@@ -21,6 +21,7 @@ from harness.sync.ledger import SyncBudgetExceeded, SyncLedger, max_syncs
 from harness.sync.nvtx_ranges import BACKEND as NVTX_BACKEND
 from harness.sync.record import record_sync
 from harness.sync.regions import region
+from harness.sync.rules import pageable_staging_bytes, set_pageable_staging_bytes
 from harness.sync.state import current_region, current_step, current_tags, set_step, tags
 from harness.sync.timer import RegionTimer, region_timer
 
@@ -43,9 +44,11 @@ __all__ = [
     "host_values",
     "is_emulated",
     "max_syncs",
+    "pageable_staging_bytes",
     "record_sync",
     "region",
     "region_timer",
+    "set_pageable_staging_bytes",
     "set_step",
     "tags",
     "use_device",

@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from types import FrameType
+from typing import NamedTuple
 
 
 class SyncKind(str, Enum):
-    """Host-device synchronization kinds, after CUDA's API synchronization rules."""
+    """What made the host wait for the device (or nearly did), after CUDA's synchronization rules.
 
-    D2H_READ = "d2h_read"  # the host waits for a device value: item, tolist, cpu(), nonzero...
-    H2D_BLOCKING = (
-        "h2d_blocking"  # a blocking copy from host memory (torch.tensor(list, device=...))
-    )
-    PAGEABLE_ASYNC = (
-        "pageable_async"  # non_blocking copy to/from pageable memory: the driver stages
-    )
+    Every kind is a sync except `PAGEABLE_STAGED`, a non-blocking hazard: kept in the ledger
+    (and in syncs.csv) with its bytes, never in a sync count.
+    """
+
+    D2H_READ = "d2h_read"  # the host reads a device value: item, tolist, cpu(), nonzero...
+    H2D_BLOCKING = "h2d_blocking"  # a blocking copy from host memory, or one the op makes itself
+    # a non_blocking copy the host still waits for: to or through pageable memory (the driver
+    # stages it), or host-to-device above the driver's staging threshold
+    PAGEABLE_ASYNC = "pageable_async"
+    # a non_blocking host-to-device copy from pageable memory at or below the staging threshold:
+    # the driver stages it and returns at once, but a few of them queued behind device work
+    # fill the staging buffer and then the host waits
+    PAGEABLE_STAGED = "pageable_staged"
     EXPLICIT = "explicit"  # stream / event / device synchronize
-    ALLOCATOR = "allocator"  # the caching allocator frees device memory (cudaFree synchronizes)
+    ALLOCATOR = "allocator"  # empty_cache returning cached blocks to the driver (cudaFree waits)
+
+    @property
+    def is_sync(self) -> bool:
+        """True when the host waits; False for a hazard that is only recorded."""
+        return self is not SyncKind.PAGEABLE_STAGED
 
     def __str__(self) -> str:
         return self.value
@@ -42,22 +54,27 @@ class SyncEvent:
     tags: tuple[tuple[str, str], ...] = ()
 
     @property
+    def is_sync(self) -> bool:
+        return self.kind.is_sync
+
+    @property
     def tag_dict(self) -> dict[str, str]:
         return dict(self.tags)
 
     def describe(self) -> str:
         where = f"{self.location} in {self.function}"
         size = f", {self.nbytes} B" if self.nbytes is not None else ""
-        return f"{self.kind.value} {self.op}{size} at {where} [region {self.region or '-'}]"
+        hazard = "" if self.is_sync else " (hazard, not a sync)"
+        return f"{self.kind.value} {self.op}{size}{hazard} at {where} [region {self.region or '-'}]"
 
 
-@dataclass(frozen=True)
-class RegionEntry:
-    """One entry into a region while a ledger was active (lets reports emit zero-sync rows)."""
+class RegionEntry(NamedTuple):
+    """One entry into a region while a ledger was active (lets reports emit zero-sync rows).
+    A tuple: one is made per region entered, on the hot path."""
 
     region: str
     step: int | None
-    tags: tuple[tuple[str, str], ...] = field(default=())
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 # Frames inside these folders are machinery, not the code that caused a sync.

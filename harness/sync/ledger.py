@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,9 +26,11 @@ class LocationSummary:
 class SyncLedger:
     """Records the syncs made by the thread that opens it, until it is closed.
 
-    Ledgers nest: an event is recorded in every ledger open on the thread. On CUDA the
-    ledger turns on the interceptors (sync debug mode, copy and synchronize wrappers) while
-    at least one ledger is open; on the emulated device every op is classified anyway.
+    Ledgers nest: an event is recorded in every ledger open on the thread. Non-blocking hazards
+    (`SyncKind.PAGEABLE_STAGED`) are recorded too but are not syncs: counts, budgets and totals
+    leave them out unless their kind is asked for by name. On CUDA the interceptors are
+    installed once per process, at the first ledger; opening and closing a ledger only flips
+    per-thread state (and PyTorch's sync debug mode while any ledger is open).
     """
 
     def __init__(self) -> None:
@@ -42,7 +43,7 @@ class SyncLedger:
             raise RuntimeError("this SyncLedger is already open; use a new one to nest")
         self._thread = threading.get_ident()
         STATE.ledgers.append(self)
-        hooks.acquire()
+        hooks.ledger_opened()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -51,7 +52,7 @@ class SyncLedger:
                 "SyncLedger closed on a different thread than the one that opened it; "
                 "a ledger only sees its own thread's syncs"
             )
-        hooks.release()
+        hooks.ledger_closed()
         STATE.ledgers.remove(self)
 
     # ---- queries -------------------------------------------------------------------------
@@ -60,13 +61,10 @@ class SyncLedger:
         kind: SyncKind | str | Iterable[SyncKind | str] | None = None,
         region: str | None = None,
     ) -> int:
-        """Number of events, optionally of some kinds and inside `region` (prefix match)."""
+        """Number of syncs (or of events of the given kinds, hazards included when named),
+        optionally inside `region` (prefix match)."""
         kinds = _kind_set(kind)
         return sum(1 for e in self.events if _matches(e, kinds, region))
-
-    def counts_by(self, *fields: str) -> Counter[tuple[object, ...]]:
-        """Event counts keyed by the given event attributes (e.g. 'region', 'kind')."""
-        return Counter(tuple(_field(e, f) for f in fields) for e in self.events)
 
     def by_location(self) -> list[LocationSummary]:
         """Events deduplicated by (location, kind, op, region), most frequent first."""
@@ -83,8 +81,12 @@ class SyncLedger:
         rows = self.by_location()
         if not rows:
             return "no host-device syncs recorded"
-        lines = [f"{len(self.events)} syncs at {len(rows)} locations"]
-        lines.append(f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location")
+        syncs = self.count()
+        hazards = len(self.events) - syncs
+        head = f"{syncs} syncs at {sum(SyncKind(r.kind).is_sync for r in rows)} locations"
+        if hazards:
+            head += f" (and {hazards} non-blocking hazards, not counted)"
+        lines = [head, f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location"]
         for r in rows:
             lines.append(
                 f"{r.count:>6}  {r.kind:<15} {r.op:<22} {r.region or '-':<28} {r.location}"
@@ -99,6 +101,7 @@ class SyncLedger:
                 "location": r.location,
                 "function": r.function,
                 "kind": r.kind,
+                "is_sync": SyncKind(r.kind).is_sync,
                 "op": r.op,
                 "region": r.region,
                 "count": r.count,
@@ -106,7 +109,9 @@ class SyncLedger:
             }
             for r in self.by_location()
         ]
-        return json.dumps({"total": len(self.events), "locations": rows}, indent=2)
+        total = self.count()
+        doc = {"total": total, "hazards": len(self.events) - total, "locations": rows}
+        return json.dumps(doc, indent=2)
 
 
 def _location_key(location: str) -> tuple[str, int]:
@@ -123,17 +128,9 @@ def _kind_set(kind: SyncKind | str | Iterable[SyncKind | str] | None) -> frozens
 
 
 def _matches(e: SyncEvent, kinds: frozenset[str] | None, region: str | None) -> bool:
-    if kinds is not None and e.kind.value not in kinds:
+    if not (e.is_sync if kinds is None else e.kind.value in kinds):
         return False
     return region is None or e.region == region or e.region.startswith(region + "/")
-
-
-def _field(e: SyncEvent, name: str) -> object:
-    if name in ("kind",):
-        return e.kind.value
-    if hasattr(e, name):
-        return getattr(e, name)
-    return e.tag_dict.get(name)
 
 
 class SyncBudgetExceeded(AssertionError):
@@ -141,7 +138,8 @@ class SyncBudgetExceeded(AssertionError):
 
 
 class max_syncs:
-    """Raise `SyncBudgetExceeded` when the block makes more than `n` syncs (of `kinds`)."""
+    """Raise `SyncBudgetExceeded` when the block makes more than `n` syncs (of `kinds`;
+    hazards count only when their kind is named)."""
 
     def __init__(self, n: int, kinds: SyncKind | str | Iterable[SyncKind | str] | None = None):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:

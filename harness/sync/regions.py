@@ -13,6 +13,9 @@ from harness.sync.state import STATE
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
 
+_PUSH, _POP = nvtx_ranges.PUSH, nvtx_ranges.POP
+
+
 class region:
     """Mark a named region; regions nest and their paths join with '/'.
 
@@ -25,17 +28,16 @@ class region:
 
     def __init__(self, name: str) -> None:
         self.name = name.strip("/")
-        self.path = ""
         self._label: object | None = None
         self._t0 = 0
 
     def __enter__(self) -> region:
         st = STATE
         regions = st.regions
-        path = f"{regions[-1]}/{self.name}" if regions else self.name
+        path = regions[-1] + "/" + self.name if regions else self.name
         self.path = path
         regions.append(path)
-        nvtx_ranges.PUSH(path)
+        _PUSH(path)
         if st.ledgers:
             entry = RegionEntry(path, st.step, st.tags)
             for ledger in st.ledgers:
@@ -49,7 +51,7 @@ class region:
 
     def __exit__(self, *exc: object) -> None:
         st = STATE
-        if st.timers and self._t0:
+        if self._t0:
             t1 = perf_counter_ns()
             sample = (self.path, st.step, st.tags, self._t0, t1)
             for timer in st.timers:
@@ -58,5 +60,5 @@ class region:
         if self._label is not None:
             self._label.__exit__(None, None, None)  # type: ignore[attr-defined]
             self._label = None
-        nvtx_ranges.POP()
+        _POP()
         st.regions.pop()

@@ -21,6 +21,7 @@ class _ThreadState(threading.local):
         self.tags: tuple[tuple[str, str], ...] = ()
         self.suppress: int = 0  # >0 while an interceptor records the sync itself
         self.op: str | None = None  # outermost user-facing op being intercepted
+        self.emulated: int = 0  # >0 while this thread runs on the emulated device
 
 
 STATE = _ThreadState()

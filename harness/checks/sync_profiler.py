@@ -1,4 +1,4 @@
-"""Cross-check on CUDA: count the runtime's own sync calls under the PyTorch profiler, per region.
+"""A second opinion on CUDA: the runtime's own sync calls under the PyTorch profiler, per region.
 
 The ledger hooks Python entry points; the profiler sees what the CUDA runtime was asked to do:
 `cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`, and memcpys whose
@@ -7,6 +7,8 @@ memcpy plus a stream synchronize), so calls are grouped by the top-level op that
 a top-level op counts its sync calls, or its pageable memcpys when it made no sync call; sync
 calls made outside any op (torch.cuda.synchronize, Event.synchronize) count one each. Only calls
 inside a region label count (the profiler issues synchronizes of its own). Heavy: checks only.
+The profiler is a witness, not the judge: it calls every pageable memcpy a sync, also one the
+driver stages without a wait, and cannot tell whether an `empty_cache` returned anything.
 """
 
 from __future__ import annotations

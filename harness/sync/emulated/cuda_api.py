@@ -13,8 +13,10 @@ from typing import Any
 
 import torch
 
+from harness.sync.emulated import cache
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
+from harness.sync.rules import classify_empty_cache
 
 
 class EmuStream:
@@ -53,7 +55,7 @@ class EmuStream:
 class EmuEvent:
     """An event of the emulated device; `elapsed_time` reports host time between records."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, **kw: Any) -> None:
+    def __init__(self, enable_timing: bool = False, **_: Any) -> None:
         self.enable_timing = enable_timing
         self._t_ns: int | None = None
 
@@ -101,8 +103,10 @@ def synchronize(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    # returning cached blocks calls cudaFree, which synchronizes the device
-    record_sync(SyncKind.ALLOCATOR, "empty_cache")
+    released = cache.release()
+    kind = classify_empty_cache(released)
+    if kind is not None:
+        record_sync(kind, "empty_cache", released)
 
 
 _REPLACEMENTS = {
@@ -118,8 +122,8 @@ _SAVED: dict[str, Any] = {}
 
 
 def install() -> None:
-    """Replace torch.cuda's stream API with the stand-ins (only on machines without CUDA)."""
-    if torch.cuda.is_available() or _SAVED:
+    """Replace torch.cuda's stream API with the stand-ins (process-wide, until `uninstall`)."""
+    if _SAVED:
         return
     for name, value in _REPLACEMENTS.items():
         _SAVED[name] = getattr(torch.cuda, name)

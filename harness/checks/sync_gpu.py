@@ -1,0 +1,289 @@
+"""`python -m harness.checks.sync_gpu --out DIR`: the sync ledger against physics, on a GPU.
+
+1. Every case of the planted-sync catalogue (`harness.sync.catalogue`): the events the ledger
+   recorded on CUDA (its syncs and kinds), the syncs the emulated device recorded, the profiler's
+   count of the CUDA runtime's sync calls (a second opinion), and the physical verdict of the
+   blocking oracle (`harness.checks.sync_oracle`): how many times the host waited. A case fails
+   when the ledger's syncs differ from the waits, or the ledger's or the emulated device's
+   events from the catalogue's.
+2. The pageable staging threshold: the largest non_blocking copy from pageable host memory to
+   the device that returns at once. It fails when it differs from the ledger's setting.
+3. Host overheads (`harness.checks.sync_overhead`), with their targets (reported, not gated),
+   measured first: the interceptors stay installed, and a profiler's CUPTI stays attached.
+
+Writes catalogue.csv, threshold.csv, overhead.csv (raw samples, one row each) and meta.json into
+--out, and prints a compact summary last. Exit 0 when everything agrees, 1 otherwise, 2 on a
+machine without CUDA (before writing anything). `--device emu` is the smoke run for a machine
+without a GPU: the catalogue on the emulated device, and the host overheads on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from harness.checks import sync_oracle, sync_overhead
+from harness.results.meta import device_info, git_info, versions
+from harness.sync import (
+    NVTX_BACKEND,
+    SyncKind,
+    SyncLedger,
+    emulated_device,
+    pageable_staging_bytes,
+    region,
+)
+from harness.sync.catalogue import CASES, Case, make_inputs
+
+Row = dict[str, object]
+
+
+def _kinds_text(counts: Mapping[SyncKind, int]) -> str:
+    return " ".join(f"{k.value}={n}" for k, n in sorted(counts.items(), key=lambda kv: kv[0].value))
+
+
+def _ready(case: Case, dev: torch.device) -> dict[str, torch.Tensor]:
+    inputs = make_inputs(dev)
+    if case.setup is not None:
+        case.setup(inputs, dev)
+    return inputs
+
+
+def _ledger(case: Case, dev: torch.device) -> Counter[SyncKind]:
+    inputs = _ready(case, dev)
+    with SyncLedger() as led, region(f"check/{case.name}"):
+        case.body(inputs, dev)
+    return Counter(e.kind for e in led.events)
+
+
+def _syncs(kinds: Mapping[SyncKind, int]) -> int:
+    return sum(n for k, n in kinds.items() if k.is_sync)
+
+
+def _emulated_row(case: Case) -> Row:
+    with emulated_device(claim_cuda=True) as dev:
+        seen = _ledger(case, dev)
+    return {
+        "emulated_syncs": _syncs(seen),
+        "emulated_kinds": _kinds_text(seen),
+        "emulated_ok": dict(seen) == dict(case.expected),
+    }
+
+
+def _cuda_row(case: Case, sleeper: sync_oracle.Sleeper) -> Row:
+    from harness.checks.sync_profiler import count_runtime_syncs
+
+    dev = torch.device("cuda")
+    seen = _ledger(case, dev)
+    label = f"check/{case.name}"
+    inputs = _ready(case, dev)
+
+    def profiled() -> None:
+        with region(label):
+            case.body(inputs, dev)
+
+    prof = count_runtime_syncs(profiled, regions=(label,))
+
+    def prepare() -> object:
+        fresh = _ready(case, dev)
+        return lambda: case.body(fresh, dev)
+
+    verdict = sync_oracle.count_waits(prepare, sleeper)
+    return {
+        "ledger_syncs": _syncs(seen),
+        "ledger_kinds": _kinds_text(seen),
+        "ledger_kinds_ok": dict(seen) == dict(case.expected),
+        "profiler_syncs": prof.total,
+        "profiler_calls": " ".join(f"{k}={n}" for k, n in sorted(prof.calls.items())),
+        "waits": verdict.waits,
+        "wait_ratio": round(verdict.ratio, 3),
+        "idle_ms": round(verdict.idle_ms, 3),
+        "agrees_with_physics": _syncs(seen) == verdict.waits,
+    }
+
+
+def check_catalogue(use_cuda: bool) -> list[Row]:
+    sleeper = sync_oracle.Sleeper.calibrated() if use_cuda else None
+    rows = []
+    for case in CASES:
+        row: Row = {
+            "case": case.name,
+            "measured_before": case.measured,
+            "expected_syncs": case.syncs,
+            "expected_kinds": _kinds_text(case.expected),
+        }
+        if sleeper is not None:
+            row.update(_cuda_row(case, sleeper))
+        row.update(_emulated_row(case))
+        checks = ("agrees_with_physics", "ledger_kinds_ok", "emulated_ok")
+        row["ok"] = all(bool(row[k]) for k in checks if k in row)
+        rows.append(row)
+    return rows
+
+
+def check_threshold() -> tuple[int | None, list[Row]]:
+    sleeper = sync_oracle.Sleeper.calibrated()
+    measured, tried = sync_oracle.staging_threshold(sleeper)
+    rows: list[Row] = [
+        {
+            "nbytes": n,
+            "waits": v.waits,
+            "wait_ratio": round(v.ratio, 3),
+            "idle_ms": round(v.idle_ms, 3),
+        }
+        for n, v in sorted(tried, key=lambda nv: nv[0])
+    ]
+    return measured, rows
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _write_csv(path: Path, rows: list[Row]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+    writer.writeheader()
+    writer.writerows(rows)
+    _write_text(path, out.getvalue())
+
+
+# ---- printing -------------------------------------------------------------------------------
+
+
+def _print_catalogue(rows: list[Row]) -> None:
+    print(f"{'case':<40}{'expect':>7}{'ledger':>7}{'emu':>5}{'prof':>6}{'waits':>7}  ok")
+    for r in rows:
+        note = (
+            "" if r["ok"] else f"  ledger {r.get('ledger_kinds', '-')}, emu {r['emulated_kinds']}"
+        )
+        ratio = f"{r['waits']} ({r['wait_ratio']:.2f})" if "waits" in r else "-"
+        print(
+            f"{r['case']:<40}{r['expected_syncs']:>7}{r.get('ledger_syncs', '-')!s:>7}"
+            f"{r['emulated_syncs']:>5}{r.get('profiler_syncs', '-')!s:>6}{ratio:>12}  "
+            f"{'yes' if r['ok'] else 'NO'}{note}"
+        )
+
+
+def _print_overhead(rows: list[Row]) -> list[str]:
+    """Print the overhead table; return one summary line per target."""
+    med = sync_overhead.median
+    base = med(rows, "plain") or float("nan")
+    print(f"\nhost time per step (median, configurations interleaved), nvtx {NVTX_BACKEND}:")
+    for config in sync_overhead.STEP_CONFIGS:
+        m = med(rows, config)
+        if m is not None:
+            print(f"  {config:<24}{m / 1e3:9.1f} us {m / base:6.2f}x")
+    post = med(rows, "profiler_postprocess_per_step")
+    if post is not None:
+        print(f"  profiler post-processing per step {post / 1e3:.1f} us ({post / base:.1f}x)")
+        print("  (the profiler rows ran after the catalogue, once CUPTI was attached)")
+    first = med(rows, "plain_before_first_ledger")
+    if first:
+        print(f"  interceptors installed, no ledger: {base / first:.2f}x the step measured first")
+    for name in ("region_enter_exit", "ledger_open_close"):
+        m = med(rows, name)
+        if m is not None:
+            print(f"  {name}: {m:.0f} ns")
+    cpu, emu = med(rows, "cpu_tensors"), med(rows, "emulated_device")
+    if cpu and emu:
+        print(f"  emulated device vs CPU tensors: {emu / 1e3:.1f} us vs {cpu / 1e3:.1f} us")
+    lines = []
+    for target, value, met in sync_overhead.target_verdicts(rows):
+        unit = "x" if target.unit == "x" else " ns"
+        shown = "-" if value is None else f"{value:.2f}{unit}"
+        verdict = "met" if met else "MISSED"
+        lines.append(f"{target.config}: {shown} (target <= {target.limit:g}{unit}) {verdict}")
+    return lines
+
+
+def _summary(cat: list[Row], threshold: tuple[int | None, int] | None, targets: list[str]) -> bool:
+    bad = [str(r["case"]) for r in cat if not r["ok"]]
+    confirmed = sum(1 for r in cat if not r["measured_before"] and r["ok"])
+    ok = not bad
+    print("\n== sync ledger check ==")
+    print(f"catalogue: {len(cat) - len(bad)}/{len(cat)} cases agree", end="")
+    print(
+        f" ({confirmed} hypotheses confirmed)" if "waits" in cat[0] else " (emulated device only)"
+    )
+    if bad:
+        print(f"  disagree: {', '.join(bad)}")
+    if threshold is not None:
+        measured, configured = threshold
+        agree = measured == configured
+        ok = ok and agree
+        print(
+            f"pageable staging threshold: measured {measured} B, ledger {configured} B "
+            f"{'agree' if agree else f'DIFFER (set HARNESS_PAGEABLE_STAGING_BYTES={measured})'}"
+        )
+    for line in targets:
+        print(f"overhead {line}")
+    print("result:", "ok" if ok else "FAILED")
+    return ok
+
+
+def _meta(args: argparse.Namespace, use_cuda: bool, extra: dict[str, object]) -> dict[str, object]:
+    return {
+        "check": "sync_gpu",
+        "command": " ".join([sys.executable, "-m", "harness.checks.sync_gpu", *sys.argv[1:]]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "nvtx_backend": NVTX_BACKEND,
+        "steps": args.steps,
+        **device_info("cuda" if use_cuda else "emu"),
+        **versions(),
+        **git_info(),
+        **extra,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.checks.sync_gpu", description=__doc__)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
+    ap.add_argument("--device", choices=("cuda", "emu"), default="cuda")
+    ap.add_argument("--steps", type=int, default=300, help="timed steps per configuration")
+    args = ap.parse_args(argv)
+    use_cuda = args.device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        print(
+            "sync_gpu: no CUDA device on this machine; nothing was run or written", file=sys.stderr
+        )
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    dev = torch.device("cuda" if use_cuda else "cpu")
+    # overheads first: installing the interceptors and attaching a profiler are for good
+    overhead = sync_overhead.plain_before_first_ledger(dev, args.steps // 6) if use_cuda else []
+    overhead += sync_overhead.step_overhead(dev, args.steps)
+    overhead += sync_overhead.enter_exit_costs()
+    overhead += sync_overhead.emulated_slowdown(min(args.steps, 100))
+
+    cat = check_catalogue(use_cuda)
+    _print_catalogue(cat)
+    _write_csv(args.out / "catalogue.csv", cat)
+    threshold = None
+    extra: dict[str, object] = {"ledger_staging_bytes": pageable_staging_bytes()}
+    if use_cuda:
+        measured, tried = check_threshold()
+        _write_csv(args.out / "threshold.csv", tried)
+        threshold = (measured, pageable_staging_bytes())
+        extra.update(measured_staging_bytes=measured, sleep_ms=sync_oracle.SLEEP_MS)
+        overhead += sync_overhead.profiler_overhead(args.steps)
+    _write_csv(args.out / "overhead.csv", overhead)
+    targets = _print_overhead(overhead)
+    meta = json.dumps(_meta(args, use_cuda, extra), indent=2, default=str) + "\n"
+    _write_text(args.out / "meta.json", meta)
+    return 0 if _summary(cat, threshold, targets) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""The one door through which every aten op on the emulated device passes.
+
+For each op: refuse device mixes a GPU would refuse; classify copies between host and device
+(`copy_`, `_to_copy`) by the transfer rules; record the waits the op makes on CUDA
+(`harness.sync.emulated.waits`); then run it on the CPU values and wrap the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from harness.sync.emulated import pinned
+from harness.sync.emulated.tensor import EmulationError, EmuTensor, nbytes
+from harness.sync.emulated.waits import kinds
+from harness.sync.record import record_sync
+from harness.sync.rules import HostMemory, classify_d2h, classify_h2d, copy_host_memory
+
+aten = torch.ops.aten
+
+# ops whose index arguments may be host tensors: CUDA moves them to the device itself
+_HOST_INDICES_OK = frozenset(
+    {aten.index.Tensor, aten.index_put_.default, aten.index_put.default}
+    | {aten._index_put_impl_.default}
+)
+
+
+def _check(func: Any, x: Any) -> None:
+    if not isinstance(x, torch.Tensor) or isinstance(x, EmuTensor):
+        return
+    if x.device.type == "cuda":
+        raise EmulationError(
+            f"{func}: emulated-device tensors cannot be mixed with real CUDA tensors"
+        )
+    if x.device.type == "meta":
+        raise EmulationError(
+            f"{func}: a plain meta tensor: a value was made on the meta device directly "
+            "instead of through the emulated device, so it holds no data"
+        )
+    if x.dim() > 0 and func not in _TRANSFERS:
+        raise EmulationError(
+            f"{func}: expected all tensors on the same device, got the emulated device and "
+            f"a host tensor of shape {tuple(x.shape)} (this would fail on a GPU)"
+        )
+
+
+def _check_devices(func: Any, args: tuple, kwargs: dict) -> None:
+    """Host tensors may only be 0-dim scalars, or indices of the ops that move them."""
+    for i, x in enumerate((*args, *kwargs.values())):
+        if isinstance(x, (list, tuple)):
+            if not (i == 1 and func in _HOST_INDICES_OK):
+                for y in x:
+                    _check(func, y)
+        else:
+            _check(func, x)
+
+
+def _unwrap(x: Any) -> Any:
+    if isinstance(x, EmuTensor):
+        return x._elem
+    if isinstance(x, torch.device) and x.type == "meta":
+        return torch.device("cpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(y) for y in x)
+    return x
+
+
+def _wrap_result(x: Any, own: dict[int, EmuTensor]) -> Any:
+    # in-place ops and ops returning an input return the caller's own wrapper
+    if isinstance(x, (list, tuple)):
+        return type(x)(_wrap_result(y, own) for y in x)
+    if not isinstance(x, torch.Tensor):
+        return x
+    mine = own.get(id(x))
+    return EmuTensor(x) if mine is None else mine
+
+
+def wrap_outputs(x: Any) -> Any:
+    """Wrap the host results of a factory run for the emulated device."""
+    return _wrap_result(x, {})
+
+
+def _to_copy(args: tuple, kwargs: dict) -> torch.Tensor:
+    src = args[0]
+    non_blocking = bool(kwargs.get("non_blocking", False))
+    device = kwargs.get("device")
+    ukwargs = {k: _unwrap(v) for k, v in kwargs.items() if k != "non_blocking"}
+    out = aten._to_copy.default(src._elem, **ukwargs)
+    if device is None or torch.device(device).type != "cpu":
+        return EmuTensor(out)
+    # like CUDA, a non_blocking copy to the host lands in (contiguous) pinned memory
+    if non_blocking:
+        pinned.pin(out)
+    kind = classify_d2h(nbytes(out), non_blocking, HostMemory(pinned=non_blocking))
+    if kind is not None:
+        record_sync(kind, "_to_copy", nbytes(out))
+    return out
+
+
+def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
+    dst, src = args[0], args[1]
+    non_blocking = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+    d_dev, s_dev = isinstance(dst, EmuTensor), isinstance(src, EmuTensor)
+    kind = None
+    if d_dev and not s_dev:
+        memory = copy_host_memory(src, dst, pinned.is_pinned(src))
+        kind = classify_h2d(nbytes(dst), non_blocking, memory)
+    elif s_dev and not d_dev:
+        memory = copy_host_memory(dst, src, pinned.is_pinned(dst))
+        kind = classify_d2h(nbytes(dst), non_blocking, memory)
+    (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
+    if kind is not None:
+        record_sync(kind, "copy_", nbytes(dst))
+    return dst
+
+
+_TRANSFERS: dict[Any, Callable[[tuple, dict], torch.Tensor]] = {
+    aten._to_copy.default: _to_copy,
+    aten.copy_.default: _copy,
+}
+
+
+def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
+    _check_devices(func, args, kwargs)
+    transfer = _TRANSFERS.get(func)
+    if transfer is not None:
+        return transfer(args, kwargs)
+    for kind in kinds(func, args, kwargs):
+        record_sync(kind, func.overloadpacket.__name__)
+    out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "cpu":
+        return out  # e.g. torch.empty_like(t, device="cpu"): a host tensor
+    own = {id(a._elem): a for a in args if isinstance(a, EmuTensor)}
+    return _wrap_result(out, own)
+
+
+EmuTensor.door = staticmethod(dispatch)

@@ -1,0 +1,129 @@
+"""How many times an aten op makes the host wait on CUDA, decided from the op itself.
+
+Generic first: an op that torch tags `data_dependent_output` (a Python value from device data:
+`_local_scalar_dense`, `equal`, `allclose`) or `dynamic_output_shape` (an output size read from
+device data: `nonzero`, `masked_select`, `unique`, `bincount`, ...) reads the device once. No list
+of syncing ops is kept by hand.
+
+Then what the tags cannot say, each measured on an H200 (torch 2.11) by the blocking oracle of
+`harness.checks.sync_gpu`; the catalogue case that shows it is named beside each rule. These are
+facts of the CUDA kernels (the emulated device runs the CPU kernels, which read differently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from harness.sync.emulated.tensor import EmuTensor
+from harness.sync.events import SyncKind
+from harness.sync.rules import (
+    LINALG_EIGH_WAITS,
+    UNIQUE_DIM_WAITS,
+    IndexArg,
+    ValueArg,
+    index_kinds,
+    index_put_kinds,
+    masked_fill_kinds,
+)
+
+aten = torch.ops.aten
+D2H = SyncKind.D2H_READ
+_READS_DEVICE = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
+_MASKS = (torch.bool, torch.uint8)
+
+
+def _index_args(indices: Sequence[Any]) -> list[IndexArg | None]:
+    return [
+        None if i is None else IndexArg(isinstance(i, EmuTensor), i.dtype in _MASKS)
+        for i in indices
+    ]
+
+
+def _value_arg(value: Any) -> ValueArg:
+    if isinstance(value, torch.Tensor):
+        return ValueArg(isinstance(value, EmuTensor), value.numel(), value.dim())
+    return ValueArg(on_device=False)
+
+
+def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any = None) -> Any:
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def _index(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # cases getitem_bool_mask, getitem_host_index, getitem_host_bool_mask
+    return index_kinds(_index_args(_arg(args, kwargs, 1, "indices")))
+
+
+def _index_put(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # cases setitem_* (masks, host and device indices, Python and device scalars)
+    return index_put_kinds(
+        _index_args(_arg(args, kwargs, 1, "indices")),
+        _value_arg(_arg(args, kwargs, 2, "values")),
+        bool(_arg(args, kwargs, 3, "accumulate", False)),
+    )
+
+
+def _masked_fill(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # cases masked_fill_device_scalar, masked_fill_host_scalar
+    return masked_fill_kinds(_value_arg(_arg(args, kwargs, 2, "value")))
+
+
+def _repeat_interleave(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # case repeat_interleave_tensor: the output size, then the check that no repeat is negative
+    return [] if kwargs.get("output_size") is not None else [D2H, D2H]
+
+
+def _histc(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # cases histc_*: without a range CUDA reads the input's min and max to the host
+    lo, hi = _arg(args, kwargs, 2, "min", 0), _arg(args, kwargs, 3, "max", 0)
+    return [D2H, D2H] if lo == hi else []
+
+
+def _equal(args: tuple, kwargs: dict) -> list[SyncKind]:
+    # cases equal, equal_same_tensor: a tensor is equal to itself without a look
+    return [] if args[0] is args[1] else [D2H]
+
+
+def _reads(n: int) -> Callable[[tuple, dict], list[SyncKind]]:
+    return lambda args, kwargs: [D2H] * n
+
+
+_MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
+    aten.index.Tensor: _index,
+    aten.index_put_.default: _index_put,
+    aten.index_put.default: _index_put,
+    aten._index_put_impl_.default: _index_put,
+    aten.masked_fill_.Tensor: _masked_fill,
+    aten.masked_fill.Tensor: _masked_fill,
+    aten.repeat_interleave.Tensor: _repeat_interleave,
+    aten.histc.default: _histc,
+    aten.equal.default: _equal,
+    aten.bincount.default: _reads(2),  # case bincount: min (non-negative check) and max
+    aten.unique_dim.default: _reads(UNIQUE_DIM_WAITS),  # case unique_dim
+    aten._linalg_check_errors.default: _reads(1),  # cases linalg_inv, _cholesky, _solve, ...
+    aten._linalg_eigh.default: _reads(LINALG_EIGH_WAITS),  # cases linalg_eigh, linalg_eigvalsh
+    aten._linalg_svd.default: _reads(2),  # case linalg_svd
+}
+
+
+_TAGGED: dict[Any, bool] = {}  # op -> whether its tags say it reads the device
+
+
+def kinds(func: Any, args: tuple, kwargs: dict) -> list[SyncKind]:
+    """The waits of one aten call on CUDA, in order."""
+    rule = _MEASURED.get(func)
+    if rule is not None:
+        return rule(args, kwargs)
+    tagged = _TAGGED.get(func)
+    if tagged is None:
+        tagged = _TAGGED[func] = any(tag in func.tags for tag in _READS_DEVICE)
+    return [D2H] if tagged else []
+
+
+def one_hot_kinds(num_classes: int) -> list[SyncKind]:
+    """`F.one_hot` (composite, so it never reaches aten whole): without `num_classes` CUDA reads
+    the largest class to size the output (cases one_hot_*)."""
+    return [D2H] if num_classes < 0 else []

@@ -1,0 +1,36 @@
+"""The count pass counts syncs only: a non-blocking hazard stays in syncs.csv with its kind."""
+
+from __future__ import annotations
+
+import torch
+from runner_fakes import FakeWorld
+
+from harness.results.tables import COLUMNS
+from harness.runner.cells import Cell
+from harness.runner.count_pass import run_cell_count
+from harness.runner.device import open_device
+from harness.scenario import load_scenario
+from harness.sync import region
+
+
+class StagedCopyWorld(FakeWorld):
+    """Every step also copies a small pageable host buffer to the device, non_blocking."""
+
+    def step(self) -> int:
+        with region("step"), region("staged_copy"):
+            self.seq_lens.copy_(torch.full_like(self.seq_lens, 7, device="cpu"), non_blocking=True)
+        return super().step()
+
+
+def test_hazards_are_rows_of_syncs_csv_but_not_counted() -> None:
+    sc = load_scenario("nonspec", ["batch_sizes=[4]", "variants=[after]"]).scenario
+    with open_device("emu") as dh:
+        rows = run_cell_count(
+            sc, Cell("after", "auto", 4), dh.device, lambda s, c, d: StagedCopyWorld(s, c, d)
+        )
+    counts = [dict(zip(COLUMNS["counts"], r)) for r in rows.counts]
+    syncs = [dict(zip(COLUMNS["syncs"], r)) for r in rows.syncs]
+    staged = [r for r in syncs if r["region"] == "step/staged_copy"]
+    assert len(staged) == sc.steps.warmup + sc.steps.count
+    assert {r["kind"] for r in staged} == {"pageable_staged"}
+    assert {r["syncs"] for r in counts if r["region"] == "step/staged_copy"} == {0}
