@@ -83,7 +83,9 @@ def test_unreachable_rows_stay_unreached(row) -> None:
     if row.id not in ANCHORS:
         return
     (anchor,) = ANCHORS[row.id]
-    runs = {(r.reach.scenario, ("steps.count=4", *r.reach.overrides)) for r in TABLE.rows if r.reach}
+    runs = {
+        (r.reach.scenario, ("steps.count=4", *r.reach.overrides)) for r in TABLE.rows if r.reach
+    }
     for name in SCENARIOS:
         runs.add((name, SHORT))
     for key in sorted(runs):

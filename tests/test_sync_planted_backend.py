@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, variants
+from harness.batch.info import ForwardMode
 from harness.checks.backend_cases import CaseSpec, build_pool, make_case_batch, reserve_for
-from harness.serving.batch import ForwardMode
 from harness.sync import SyncKind, SyncLedger, emulated_device, region
 
 THIS_FILE = "tests/test_sync_planted_backend.py"
