@@ -62,6 +62,18 @@ class SpecInfo:
     topk: int = 1
 
 
+@dataclass(frozen=True)
+class DPGlobalInfo:
+    """What the DP-attention ranks exchanged for this step, as upstream sets it on every batch
+    of the step (``_update_gather_batch``, dp_attn.py:118-140): each rank's token count (a
+    decode batch counts its requests, dp_attn.py:156-175), whether every rank can replay a CUDA
+    graph (the minimum over ranks) and whether any rank extends (the maximum)."""
+
+    global_num_tokens: tuple[int, ...]
+    can_run_dp_cuda_graph: bool
+    is_extend_in_batch: bool
+
+
 @dataclass
 class ForwardBatch:
     forward_mode: ForwardMode
@@ -75,6 +87,7 @@ class ForwardBatch:
     extend_seq_lens_cpu: list[int] | None = None
     extend_start_loc: torch.Tensor | None = None
     spec_info: SpecInfo | None = None
+    dp: DPGlobalInfo | None = None  # DP attention only
 
     @property
     def device(self) -> torch.device:

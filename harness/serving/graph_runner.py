@@ -99,8 +99,21 @@ class GraphRunner:
     def max_bs(self) -> int:
         return max(self.buckets) if self.buckets else 0
 
-    def can_run(self, batch: ForwardBatch) -> bool:
-        return bool(self.graphs) and batch.batch_size <= self.max_bs
+    def bucket_for(self, batch: ForwardBatch) -> int | None:
+        """The captured size the batch replays, or None: it runs eagerly.
+
+        Alone, the bucket of its own size. Under DP attention the ranks decide together
+        (decode_cuda_graph_runner.py:409-431, 937-946): graphs only when every rank can run
+        them (``can_run_dp_cuda_graph``), each rank padded to the bucket of the largest batch
+        across ranks, and eager for every rank when that batch is above the largest bucket."""
+        if not self.graphs:
+            return None
+        size = batch.batch_size
+        if batch.dp is not None:
+            if not batch.dp.can_run_dp_cuda_graph:
+                return None
+            size = max(batch.dp.global_num_tokens)
+        return pick_bucket(self.buckets, size)
 
     # ---- capture --------------------------------------------------------------------------
     def _static_batch(self, bs: int) -> ForwardBatch:
@@ -178,18 +191,22 @@ class GraphRunner:
 
     # ---- run ------------------------------------------------------------------------------
     def run(self, batch: ForwardBatch) -> PassRecord:
-        """One forward pass: graph replay when the batch fits a bucket, else eager."""
-        assert batch.forward_mode is self.forward_mode, (batch.forward_mode, self.forward_mode)
-        if self.can_run(batch):
-            return self._replay(batch)
+        """One forward pass: graph replay when the batch fits a bucket, else eager. The decode
+        runner also runs DP attention's IDLE batches (no rows: the replay pads them all)."""
+        idle = batch.forward_mode.is_idle() and self.forward_mode.is_decode()
+        assert batch.forward_mode is self.forward_mode or idle, (
+            batch.forward_mode,
+            self.forward_mode,
+        )
+        bs = self.bucket_for(batch)
+        if bs is not None:
+            return self._replay(batch, bs)
         return run_eager(self.backend, batch, self.forward)
 
-    def _replay(self, batch: ForwardBatch) -> PassRecord:
+    def _replay(self, batch: ForwardBatch, bs: int) -> PassRecord:
         raw_bs = batch.batch_size
-        bs = pick_bucket(self.buckets, raw_bs)
-        assert bs is not None
         ntok = self.tokens_per_req
-        with tags(forward_mode=self.forward_mode.name, path="graph"):
+        with tags(forward_mode=batch.forward_mode.name, path="graph"):
             with region("graph/prepare"):
                 pad_rows(batch.req_pool_indices, self.req_pool_indices[:bs], PAD_REQ_POOL_INDEX)
                 pad_rows(batch.seq_lens, self.seq_lens[:bs], PAD_SEQ_LEN)
@@ -215,7 +232,7 @@ class GraphRunner:
                     self.graphs[bs].replay()
             if not self.real_graphs:
                 self.graphs[bs]()  # the emulated "graph": the body runs now
-        return PassRecord(self.forward_mode.name, "graph", raw_bs, bs, used)
+        return PassRecord(batch.forward_mode.name, "graph", raw_bs, bs, used)
 
 
 def run_eager(backend: Any, batch: ForwardBatch, forward: Callable[[], None]) -> PassRecord:

@@ -105,7 +105,7 @@ class ServingMode:
             batch = ForwardBatch(
                 ForwardMode.EXTEND, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
                 mirror.seq_lens_sum, extend_seq_lens=ext_dev, extend_seq_lens_cpu=list(ext),
-                extend_start_loc=start,
+                extend_start_loc=start, dp=world.dp,
             )  # fmt: skip
             rec = run_eager(backend, batch, _prefill_forward(world, backend, batch))
             passes.append((rec, lens))
@@ -152,9 +152,25 @@ def decode_one_pass(mode: ServingMode, world: World, plan: StepPlan) -> list[Pas
     mirror = mode.decode_mirror(world, rows, new_lens, seq_lens)
     batch = ForwardBatch(
         ForwardMode.DECODE, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
-        mirror.seq_lens_sum,
+        mirror.seq_lens_sum, dp=world.dp,
     )  # fmt: skip
     return [(world.runners["decode"].run(batch), new_lens)]
+
+
+def idle_pass(world: World) -> list[Pass]:
+    """DP attention's IDLE batch: a rank with no requests runs an empty batch while another rank
+    has work, so that it takes part in the step's collectives (dp_attn.py:237-245; an idle
+    batch holds empty tensors, schedule_batch.py:2630-2644). The decode runner replays it,
+    padded to the bucket of the largest batch across ranks, when every rank runs graphs, and
+    runs it eagerly otherwise. Modelled without speculative decoding."""
+    dev = world.device
+    with region("scheduler/prepare"):
+        empty = [torch.empty(0, dtype=torch.int64, device=dev) for _ in range(3)]
+    mirror = host_known_mirror([])
+    batch = ForwardBatch(
+        ForwardMode.IDLE, 0, *empty, mirror.seq_lens_cpu, mirror.seq_lens_sum, dp=world.dp
+    )
+    return [(world.runners["decode"].run(batch), [])]
 
 
 @serving_mode

@@ -41,10 +41,13 @@ class SchedulerConfig:
     output_len: tuple[int, int] = (32, 768)  # tokens a request generates before it stops
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        # 0: no requests ever (a DP-attention rank that only runs IDLE batches)
+        if self.batch_size < 0:
+            raise ValueError("batch_size must be >= 0")
         if self.prefill_every < 0:
             raise ValueError("prefill_every must be >= 0 (0 = never)")
+        if self.batch_size == 0 and self.prefill_every:
+            raise ValueError("a scheduler without requests has nothing to prefill")
         if self.prompt_len[1] + self.tokens_per_step + 1 > self.context_len:
             raise ValueError("context_len too small for the prompt lengths")
 

@@ -8,20 +8,28 @@ world.findings               # stale_mirror findings
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
-from harness.batch.info import ForwardMode, SpecInfo, host_to_device_async
+from harness.batch.info import DPGlobalInfo, ForwardMode, SpecInfo, host_to_device_async
 from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.serving.accept import AcceptConfig
 from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
 from harness.serving.findings import Finding, check_stale_mirror
 from harness.serving.graph_runner import GraphRunner
 from harness.serving.mirror import LengthRelay
-from harness.serving.modes import MIRROR_SETTINGS, SERVING_MODES, get_serving_mode
-from harness.serving.scheduler import Scheduler, SchedulerConfig
+from harness.serving.modes import (
+    MIRROR_SETTINGS,
+    SERVING_MODES,
+    Pass,
+    get_serving_mode,
+    idle_pass,
+)
+from harness.serving.scheduler import Scheduler, SchedulerConfig, StepPlan
 from harness.serving.standin import StandInForward
 from harness.sync import current_step, is_emulated, region, set_step, tags
 
@@ -94,7 +102,7 @@ class ForwardPass:
 @dataclass(frozen=True)
 class StepInfo:
     step: int
-    kind: str  # "decode" | "prefill"
+    kind: str  # "decode" | "prefill" | "idle" (DP attention: a rank with no requests)
     passes: tuple[ForwardPass, ...] = field(default=())
 
     @property
@@ -159,6 +167,7 @@ class World:
         self.runners = self._make_runners()
         self._findings: list[Finding] = []
         self._pending: list[tuple] = []  # (step, pass record, truth) awaiting the stale check
+        self.dp: DPGlobalInfo | None = None  # DP attention: the step in progress's exchange
         self.step_count = 0
         self._ready = False
         if self.relay is not None:  # requests running at start: the device knows their lengths
@@ -236,34 +245,70 @@ class World:
 
     # ---- one step -------------------------------------------------------------------------
     def step(self) -> StepInfo:
-        if not self._ready:
-            raise RuntimeError("call warmup_and_capture() before step()")
-        n = self.step_count
-        self.step_count += 1
-        outer_step = current_step()
-        set_step(n)
+        """One scheduler iteration: plan, run the passes, commit."""
         kind, bs = self.scheduler.peek()
         # Step-level work (scheduling, the mirror, publish) carries the scheduler batch's mode
         # (DECODE, or EXTEND for prefill; EAGLE's draft/verify/extend run inside a DECODE
         # step upstream) and the path of the target model's forward; passes override both.
         step_mode = "EXTEND" if kind == "prefill" else "DECODE"
         step_path = "eager" if kind == "prefill" else self._decode_path(bs)
+        with self.stepping() as n, tags(forward_mode=step_mode, path=step_path), region("step"):
+            plan = self.plan_step()
+            passes = self.run_plan(plan)
+        return self.step_info(n, plan.kind, passes)
+
+    # The pieces of a step, for callers that put work between them (DP attention exchanges
+    # the step's record between planning and the passes).
+    @contextmanager
+    def stepping(self) -> Iterator[int]:
+        """Number the step and tag what happens inside with it; yields the step number."""
+        if not self._ready:
+            raise RuntimeError("call warmup_and_capture() before step()")
+        n = self.step_count
+        self.step_count += 1
+        outer_step = current_step()
+        set_step(n)
         try:
-            with tags(forward_mode=step_mode, path=step_path), region("step"):
-                with region("scheduler/prepare"):
-                    plan = self.scheduler.schedule()
-                    if plan.admitted_direct and self.relay is not None:
-                        rows, lens = zip(*plan.admitted_direct)
-                        self._publish(rows, lens)
-                        self.host_lens.update(plan.admitted_direct)
-                if plan.kind == "prefill":
-                    passes = self.mode.prefill(self, plan)
-                else:
-                    passes = self.mode.decode(self, plan)
-                with region("scheduler/commit"):
-                    self.scheduler.commit(plan)
+            yield n
         finally:
             set_step(outer_step)
+
+    def plan_step(self) -> StepPlan:
+        """Schedule the step (region ``scheduler/prepare``); spec-v2 publishes the lengths of
+        requests that joined with their KV."""
+        with region("scheduler/prepare"):
+            plan = self.scheduler.schedule()
+            if plan.admitted_direct and self.relay is not None:
+                rows, lens = zip(*plan.admitted_direct)
+                self._publish(rows, lens)
+                self.host_lens.update(plan.admitted_direct)
+        return plan
+
+    def run_plan(self, plan: StepPlan, dp: DPGlobalInfo | None = None) -> list[Pass]:
+        """The step's forward passes, then the commit. ``dp``: what the DP-attention ranks
+        decided together for this step; every batch of the step carries it."""
+        self.dp = dp
+        try:
+            if plan.kind == "prefill":
+                passes = self.mode.prefill(self, plan)
+            else:
+                passes = self.mode.decode(self, plan)
+        finally:
+            self.dp = None
+        with region("scheduler/commit"):
+            self.scheduler.commit(plan)
+        return passes
+
+    def run_idle(self, dp: DPGlobalInfo) -> list[Pass]:
+        """DP attention: this rank has no requests but another has, so it runs an IDLE batch."""
+        self.dp = dp
+        try:
+            return idle_pass(self)
+        finally:
+            self.dp = None
+
+    def step_info(self, n: int, kind: str, passes: list[Pass]) -> StepInfo:
+        """The step's record; its passes wait for the stale-mirror check."""
         # Stale-mirror checks run when findings are read, so they add no host time to a step;
         # host lengths a backend never reads (a9cf5e68 unless it needs them) are no hazard.
         if self.target_backend.reads_runner_mirror:
@@ -271,7 +316,7 @@ class World:
                 (n, rec, truth) for rec, truth in passes if rec.host_lens_used is not None
             )
         out = [ForwardPass(r.forward_mode, r.path, r.batch_size, r.bucket) for r, _ in passes]
-        return StepInfo(n, plan.kind, tuple(out))
+        return StepInfo(n, kind, tuple(out))
 
     @property
     def findings(self) -> list[Finding]:
