@@ -56,14 +56,22 @@ def _forest(rows: list[dict]) -> list[_Node]:
     return done
 
 
-def _place(nodes: list[_Node], t0: float, span: float, out: list[tuple[_Node, float]]) -> None:
-    """Give every node a start time inside [t0, t0 + span]; exact when start_us is known."""
+def _place(
+    nodes: list[_Node],
+    t0: float,
+    span: float,
+    out: list[tuple[_Node, float]],
+    step_start: float | None = None,
+) -> None:
+    """Give every node a start time inside [t0, t0 + span]; exact when start_us (µs after the
+    start of the step, at any depth) is known."""
+    origin = t0 if step_start is None else step_start
     slack = max(span - sum(n.dur_us for n in nodes), 0.0) / (len(nodes) + 1)
     t = t0 + slack
     for n in nodes:
-        start = t0 + n.start_us if n.start_us == n.start_us and n.start_us is not None else t
+        start = origin + n.start_us if n.start_us == n.start_us and n.start_us is not None else t
         out.append((n, start))
-        _place(n.children, start, n.dur_us, out)
+        _place(n.children, start, n.dur_us, out, origin)
         t = start + n.dur_us + slack
 
 
