@@ -45,6 +45,10 @@ def _configure(p: argparse.ArgumentParser) -> None:
 )
 def run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
+    if loaded.scenario.dp is not None:  # ranks on torch.distributed; rank 0 prints the summary
+        from harness.dp.launch import run_dp_bench
+
+        return run_dp_bench(loaded, args.device, args.which, args.out)
     with open_device(args.device) as dh:
         check_writable(args.out, "--out")  # after every input check, before any pass
         which, why = chosen_pass(loaded, dh.kind, args.which)

@@ -19,11 +19,25 @@ from harness.runner.cells import WorldBuilder, build_scenario_world
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
+from harness.scenario.loader import display_path
 
 
 def chosen_scenarios(names: list[str] | None) -> list[LoadedScenario]:
-    """The scenarios to gate (default: every scenarios/*.yaml), validated before any run."""
-    return [load_scenario(n) for n in (names or scenario_names())]
+    """The scenarios to gate (default: every single-rank scenarios/*.yaml), validated before
+    any run. A DP scenario's ranks are torch.distributed processes; its per-rank counts are
+    checked by the DP tests (tests/test_dp_run.py), not gated."""
+    if not names:
+        every = [load_scenario(n) for n in scenario_names()]
+        return [ls for ls in every if ls.scenario.dp is None]
+    loaded = [load_scenario(n) for n in names]
+    for ls in loaded:
+        if ls.scenario.dp is not None:
+            raise InputError(
+                "a multi-rank (DP attention) scenario: the gate counts single-rank scenarios",
+                file=display_path(ls.path),
+                key="dp",
+            )
+    return loaded
 
 
 def load_baselines(loaded: list[LoadedScenario], folder: Path) -> list[Baseline]:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from harness.report.dp_plots import plot_dp_exchange_wait, plot_dp_syncs_per_rank
+from harness.report.dp_tables import is_dp_run
 from harness.report.latency_plots import (
     plot_host_device_e2e,
     plot_latency_ecdf,
@@ -45,10 +47,18 @@ def sync_cost_part(run: RunData) -> RunData:
     return dataclasses.replace(run, **{t: only_cases(getattr(run, t)) for t in TABLES})
 
 
+def dp_part(run: RunData) -> RunData:
+    """A DP-attention run's cells (its ranks exchange every step); none for any other run."""
+    if is_dp_run(run):
+        return run
+    return dataclasses.replace(run, **{t: getattr(run, t).iloc[0:0] for t in TABLES})
+
+
 # Kinds of cells a figure draws; a run without such cells has nothing to say about it.
 PARTS: dict[str, Callable[[RunData], RunData]] = {
     "serving": serving_part,
     "sync_cost": sync_cost_part,
+    "dp": dp_part,
 }
 # What a figure needs of those cells: why it is not drawn when the run lacks it.
 NEEDS: dict[str, tuple[Callable[[RunData], bool], str]] = {
@@ -88,6 +98,8 @@ FIGURES: dict[str, FigureSpec] = {
     "sync_cost": FigureSpec(
         lambda r: plot_sync_cost(r.latency, r.label, r.is_emulated), "sync_cost", "time"
     ),
+    "dp_syncs_per_rank": FigureSpec(plot_dp_syncs_per_rank, "dp", "count"),
+    "dp_exchange_wait": FigureSpec(plot_dp_exchange_wait, "dp", "time"),
 }
 
 

@@ -1,6 +1,8 @@
 """A Chrome / Perfetto trace (JSON) of a run's measured steps, for ui.perfetto.dev.
 
-- one process per cell (scenario · variant · mirror · batch size), steps laid end to end;
+- one process per cell (scenario · variant · mirror · batch size), steps laid end to end; in a
+  DP-attention run one process per rank of each DP cell, on one time axis aligned at the
+  exchange (harness.report.dp_trace);
 - host track: each time-pass region exit as a slice (nesting from the region paths), the whole
   iteration as the outermost slice; device track: the iteration's device time (CUDA events);
 - each count-pass sync as an instant event on the host track, inside its region, carrying
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.report import tables
+from harness.report.dp_tables import is_dp_run
+from harness.report.dp_trace import aligned_step_starts
 from harness.report.load import CELL_KEYS, RunData
 
 HOST_TID, DEVICE_TID = 1, 2
@@ -75,9 +79,9 @@ def _place(
         t = start + n.dur_us + slack
 
 
-def _cell_name(cell: tuple) -> str:
+def _cell_name(cell: tuple, multi_rank: bool) -> str:
     s, v, m, b, rank = cell
-    where = f" · rank {rank}" if str(rank) not in ("", "0") else ""
+    where = f" · rank {rank}" if multi_rank or str(rank) not in ("", "0") else ""
     return f"{s} · {v} · mirror={m} · bs {int(b)}{where}"
 
 
@@ -123,17 +127,20 @@ def build_trace(run: RunData, max_steps: int | None = None) -> dict:
         by_step[step_key][(s["forward_mode"], s["region"])].append(s)
     order = {v: i for i, v in enumerate(tables.VARIANT_ORDER)}
     n = len(CELL_KEYS)
-    cells = sorted({k[:n] for k in regions}, key=lambda c: (c[0], order.get(c[1], 99), *c[1:]))
+    # rank after the scenario: a DP cell's ranks are neighbours
+    cells = sorted({k[:n] for k in regions}, key=lambda c: (c[0], c[4], order.get(c[1], 99), *c))
+    starts = aligned_step_starts(run)  # DP runs: every rank of a cell on one time axis
     trace = _Trace(stacks=run.stacks)
     for pid, cell in enumerate(cells, start=1):
-        trace.name_process(pid, _cell_name(cell))
+        trace.name_process(pid, _cell_name(cell, is_dp_run(run)))
         trace.name_thread(pid, HOST_TID, "host (time pass; syncs from count pass)")
         if any(k[:n] == cell and "device" in m for k, m in iteration.items()):
             trace.name_thread(pid, DEVICE_TID, "device (CUDA events; start approximate)")
         t = 0.0
         for step in sorted(k[n] for k in regions if k[:n] == cell)[:max_steps]:
             key = (*cell, step)
-            t = trace.add_step(pid, step, t, regions[key], iteration.get(key, {}), by_step[key])
+            t0 = starts.get(key, t)
+            t = trace.add_step(pid, step, t0, regions[key], iteration.get(key, {}), by_step[key])
     layout = (
         "exact (start_us)" if exact else "from exit order and durations (start times approximate)"
     )
@@ -141,6 +148,9 @@ def build_trace(run: RunData, max_steps: int | None = None) -> dict:
         "run": str(run.path),
         "device": run.device,
         "region_layout": layout if timed else "no time pass: unit-length slices",
+        "step_layout": "ranks of a DP cell aligned at the exchange (they leave it together)"
+        if starts
+        else "steps of each process end to end",
         "syncs_placed": trace.syncs_placed,
         "syncs_in_run": len(syncs),
         "note": "syncs come from the count pass and are placed inside their region, not timed",

@@ -14,12 +14,16 @@ DEVICE_CHOICES = DEVICE_KINDS
 DeviceHandle = DeviceInfo  # kind ("cuda" | "emu"), device (for device tensors), name
 
 
+def device_kind(requested: str) -> str:
+    """ "cuda" or "emu" for `--device`; a choice this machine cannot honour is exit 2."""
+    try:
+        return resolve_kind(requested)
+    except ValueError as exc:  # e.g. cuda asked for on a machine without one
+        raise InputError(str(exc), key="--device") from exc
+
+
 @contextmanager
 def open_device(requested: str) -> Iterator[DeviceHandle]:
     """The device for a run (the emulated one stays active for the whole block)."""
-    try:
-        kind = resolve_kind(requested)
-    except ValueError as exc:  # e.g. cuda asked for on a machine without one
-        raise InputError(str(exc), key="--device") from exc
-    with use_device(kind) as info:
+    with use_device(device_kind(requested)) as info:
         yield info

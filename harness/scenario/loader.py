@@ -21,6 +21,7 @@ from harness.scenario.schema import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+OPTIONAL_FEATURES = ("dp",)
 SCENARIO_DIR = REPO_ROOT / "scenarios"
 # scenarios/sweeps/NAME.yaml, named "sweeps/NAME": long sweeps for a GPU, not gated
 SWEEPS = "sweeps"
@@ -38,8 +39,14 @@ class LoadedScenario:
         return self.scenario.name
 
     def effective(self) -> dict[str, Any]:
-        """The validated configuration after overrides, as plain data (for meta.json)."""
-        return dataclasses.asdict(self.scenario)
+        """The validated configuration after overrides, as plain data (for meta.json). Optional
+        features a scenario does not use are left out, so the configuration (and its hash in
+        the baselines) of a scenario stays what it was before the feature existed."""
+        config = dataclasses.asdict(self.scenario)
+        for key in OPTIONAL_FEATURES:
+            if config.get(key) is None:
+                config.pop(key, None)
+        return config
 
     @property
     def is_sweep(self) -> bool:

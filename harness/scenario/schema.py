@@ -113,6 +113,99 @@ class SyncCostConfig:
     )
 
 
+def exchange_backends() -> tuple[str, ...]:
+    """The DP exchange backends harness.dp registers (imported late, as the variants are)."""
+    from harness.dp.exchange import EXCHANGE_BACKENDS
+
+    return tuple(EXCHANGE_BACKENDS)
+
+
+def inject_kinds() -> tuple[str, ...]:
+    from harness.dp.inject import INJECT_KINDS
+
+    return tuple(INJECT_KINDS)
+
+
+def inject_regions() -> tuple[str, ...]:
+    from harness.dp.inject import INJECT_REGIONS
+
+    return INJECT_REGIONS
+
+
+@dataclass
+class RankStream:
+    """One rank's requests and code under DP attention; keys left out take the scenario's."""
+
+    batch_size: int | None = field(
+        default=None, metadata=_spec("requests the rank decodes", min=1, max=4096)
+    )
+    prefill_every: int | None = field(
+        default=None,
+        metadata=_spec(
+            "a prefill step every N steps on this rank (0: never)", min=0, max=1_000_000
+        ),
+    )
+    idle: bool = field(default=False, metadata=_spec("no requests: the rank runs IDLE batches"))
+    variant: str | None = field(
+        default=None, metadata=_spec("backend variant of this rank", choices_fn=known_variants)
+    )
+    mirror: str | None = field(
+        default=None, metadata=_spec("host mirror setting of this rank", choices=MIRRORS)
+    )
+
+
+@dataclass
+class InjectConfig:
+    """A sync planted on one rank; the DP cells run without it and with it."""
+
+    rank: int = field(default=0, metadata=_spec("the rank that makes it", min=0, max=1023))
+    kind: str = field(default="item", metadata=_spec("the sync", choices_fn=inject_kinds))
+    region: str = field(
+        default="step/scheduler/prepare",
+        metadata=_spec("where in the rank's step", choices_fn=inject_regions),
+    )
+    count: int = field(default=1, metadata=_spec("syncs per step", min=1, max=1000))
+
+
+@dataclass
+class DPConfig:
+    """DP attention: ranks are torch.distributed processes that exchange a record every step."""
+
+    ranks: int = field(default=2, metadata=_spec("data-parallel attention ranks", min=2, max=1024))
+    backend: list[str] = field(
+        default_factory=lambda: ["gloo"],
+        metadata=_spec(
+            "the exchange (a sweep): gloo (host tensors, overlap scheduler on) or nccl (device "
+            "tensors, overlap scheduler off)",
+            choices_fn=exchange_backends,
+            nonempty=True,
+        ),
+    )
+    forward_us: list[float] | None = field(
+        default=None,
+        metadata=_spec(
+            "stand-in forward durations, µs (a sweep: host-bound and GPU-bound); null: the "
+            "scenario's forward_us",
+            min=0,
+            max=1e7,
+            nonempty=True,
+        ),
+    )
+    streams: list[RankStream] = field(
+        default_factory=list,
+        metadata=_spec("per-rank streams, rank 0 first; ranks past the list take the scenario's"),
+    )
+    inject: InjectConfig | None = field(
+        default=None, metadata=_spec("a sync planted on one rank (cells without and with it)")
+    )
+    timeout_s: float = field(
+        default=60.0,
+        metadata=_spec(
+            "timeout of every collective, s: a dead or stuck rank ends the run", min=1, max=3600
+        ),
+    )
+
+
 @dataclass
 class Scenario:
     """One scenario file. Lists (batch_sizes, variants, mirror) are sweeps: cells are their product."""
@@ -162,6 +255,9 @@ class Scenario:
     spec: SpecConfig | None = field(
         default=None,
         metadata=_spec("EAGLE settings (eagle and specv2; direct: drive EAGLE's passes)"),
+    )
+    dp: DPConfig | None = field(
+        default=None, metadata=_spec("DP attention across ranks (null: one rank)")
     )
     steps: StepsConfig = field(default_factory=StepsConfig, metadata=_spec("step counts"))
     sync_cost: SyncCostConfig | None = field(
@@ -262,6 +358,10 @@ def _check_value(value: Any, tp: Any, meta: dict[str, Any], src: Source, key: st
         items = value if isinstance(value, list) else [value]  # a scalar is a one-item sweep
         if meta.get("nonempty") and not items:
             _fail("must not be empty", src, key)
+        if dataclasses.is_dataclass(item_tp):
+            return [
+                from_mapping(item_tp, v, src, prefix=f"{key}[{i}].") for i, v in enumerate(items)
+            ]
         out = [_check_scalar(v, item_tp, meta, src, key) for v in items]
         if len(set(out)) != len(out):
             _fail(f"duplicate entries in {out!r}", src, key)
@@ -359,4 +459,26 @@ def check_consistency(sc: Scenario, src: Source) -> Scenario:
             src,
             "spec.accept_mean",
         )
+    if sc.dp is not None:
+        check_dp(sc, sc.dp, src)
     return sc
+
+
+def check_dp(sc: Scenario, dp: DPConfig, src: Source) -> None:
+    """A DP scenario sweeps the exchange backend, the forward and the injection; what differs
+    between ranks goes in dp.streams, so the scenario's own sweeps take one value each."""
+    if sc.serving_mode != "nonspec":
+        _fail("DP attention is modelled with serving_mode nonspec only", src, "dp")
+    for key in ("variants", "mirror", "batch_sizes"):
+        if len(getattr(sc, key)) != 1:
+            _fail("one value with dp (per-rank values go in dp.streams)", src, key)
+    if len(dp.streams) > dp.ranks:
+        _fail(f"{len(dp.streams)} streams for {dp.ranks} ranks", src, "dp.streams")
+    for i, stream in enumerate(dp.streams):
+        if stream.idle and (stream.batch_size is not None or stream.prefill_every):
+            _fail("an idle rank has no requests to size or prefill", src, f"dp.streams[{i}].idle")
+    idle = sum(1 for s in dp.streams if s.idle)
+    if idle == dp.ranks:
+        _fail("every rank is idle: no rank has work", src, "dp.streams")
+    if dp.inject is not None and dp.inject.rank >= dp.ranks:
+        _fail(f"rank {dp.inject.rank} of {dp.ranks} ranks", src, "dp.inject.rank")

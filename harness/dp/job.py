@@ -1,0 +1,360 @@
+"""One rank's run of a DP scenario; rank 0 gathers every rank's rows and writes the run folder.
+
+The rank comes from torch.distributed's launcher environment (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR/PORT): torchrun on every host, or harness.dp.launch on this one.
+Each rank runs every DP cell's count pass, then every cell's time pass, in the same order as
+the others, on its own device (``cuda:<local rank>``, or the emulated device).
+
+Nothing waits forever: the exchanges run in groups whose collectives time out after
+``dp.timeout_s``, and the default group (set-up and the final gather) after twice that, so a
+rank that waits for a peer that failed gives up before the gather times out. A cell that
+fails on any rank ends the run on every rank (their collectives could no longer be matched):
+the failing rank stops, the others time out in the exchange and stop. A rank that dies makes
+its peers' collectives fail at once (its connections close). Either way rank 0 writes what it
+has: every rank's rows it could gather, an outcome row for every (rank, pass, cell) that did not
+run, and the run stays marked incomplete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.dp.cells import (
+    DPSite,
+    DPWorldBuilder,
+    build_dp_world,
+    capture_sizes,
+    dp_cells,
+    rank_scenario,
+    rank_stream,
+)
+from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+from harness.dp.timing import run_dp_cell_time
+from harness.errors import InputError
+from harness.report.dp_tables import format_dp_summary
+from harness.results.meta import base_meta
+from harness.results.run_folder import RunFolder
+from harness.results.tables import COLUMNS
+from harness.runner.bench import TABLES, reproduce_argv
+from harness.runner.cells import cells
+from harness.runner.count_pass import PassRows, run_count_pass
+from harness.runner.device import DeviceHandle, open_device
+from harness.scenario import LoadedScenario, Scenario
+from harness.scenario.loader import display_path
+
+PASS_ORDER = {"count": ("count",), "time": ("time",), "both": ("count", "time")}
+STATUS = COLUMNS["outcomes"].index("status")
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """What every rank runs (picklable: the launcher sends it to each rank's process)."""
+
+    loaded: LoadedScenario
+    device: str  # auto | cuda | emu
+    which: str  # count | time | both
+    out_root: Path
+    run_id: str
+    builder: DPWorldBuilder = build_dp_world
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+
+
+def rank_env() -> RankEnv:
+    """This process's place among the ranks, from the launcher's environment."""
+    env = os.environ
+    world_size = int(env["WORLD_SIZE"])
+    return RankEnv(
+        rank=int(env["RANK"]),
+        world_size=world_size,
+        local_rank=int(env["LOCAL_RANK"]),
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE", world_size)),
+    )
+
+
+def launched_by_torch() -> bool:
+    """Whether torchrun (or another torch.distributed launcher) started this process."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+
+
+def check_gpus(ranks_here: int, what: str) -> None:
+    """Every rank on this host needs a GPU of its own."""
+    found = torch.cuda.device_count()
+    if found < ranks_here:
+        raise InputError(
+            f"{ranks_here} ranks on this host need {ranks_here} GPUs, found {found} (ranks "
+            "sharing a GPU are not DP attention's topology); use --device emu for a CPU run",
+            key=what,
+        )
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What rank 0 reports back: the run folder, and whether every rank ran every cell."""
+
+    folder: Path
+    complete: bool
+    reason: str | None
+
+
+class RankStopped(Exception):
+    """The launcher stopped this rank (SIGTERM): a peer failed, or the run was interrupted."""
+
+
+class _Sigterm:
+    """The launcher's SIGTERM: while cells run it raises RankStopped in them (the cell's
+    outcome says so); once the rank gathers and writes it only notes it (a gather blocks in C++
+    where no handler runs; the launcher kills the process 30 s after its SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.received = threading.Event()
+        self.raising = True
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        first = not self.received.is_set()
+        self.received.set()
+        if first and self.raising:
+            raise RankStopped("stopped by the launcher (SIGTERM): another rank failed")
+
+
+LAUNCHER_STOP = _Sigterm()
+
+
+def run_rank(job: RankJob) -> RankResult | None:
+    """This process's rank of the run; rank 0 returns the run folder, the others None."""
+    env = rank_env()
+    sc = job.loaded.scenario
+    if env.world_size != sc.dp.ranks:
+        raise InputError(
+            f"{sc.dp.ranks} ranks, but the launcher started {env.world_size}", key="dp.ranks"
+        )
+    LAUNCHER_STOP.install()
+    with open_device(job.device) as dh:
+        if dh.kind == "cuda":
+            check_gpus(env.local_world_size, "--device")
+            torch.cuda.set_device(env.local_rank)
+            dh = DeviceHandle("cuda", torch.device("cuda", env.local_rank), dh.name)
+        # NVLink multicast stays off unless the environment says otherwise
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        timeout = dt.timedelta(seconds=sc.dp.timeout_s)
+        dist.init_process_group("gloo", timeout=2 * timeout)
+        try:
+            return _run(job, env, dh, timeout)
+        finally:
+            dist.destroy_process_group()
+
+
+def _run(job: RankJob, env: RankEnv, dh: DeviceHandle, timeout: dt.timedelta) -> RankResult | None:
+    sc = job.loaded.scenario
+    exchanges = make_exchanges(sc, dh, timeout)
+    folder = _create_folder(job, dh) if env.rank == 0 else None
+    t0 = time.perf_counter()
+    rows, stopped = run_cells(job, dh, exchanges, env.rank)
+    LAUNCHER_STOP.raising = False  # from here on: gather and write what there is
+    me = {"rank": env.rank, "host": socket.gethostname(), "device": str(dh.device), "name": dh.name}
+    payloads, lost = gather_rows(rows, me, stopped, env)
+    if folder is None:
+        return None
+    passes = PASS_ORDER[job.which]
+    result = write_run(folder, sc, passes, payloads, lost, time.perf_counter() - t0)
+    if result.complete:
+        print(format_dp_summary(result.folder))
+    state = "" if result.complete else f" INCOMPLETE (see outcomes.csv): {result.reason}"
+    print(f"\nrun folder: {result.folder} (device {dh.kind}, {env.world_size} ranks){state}")
+    return result
+
+
+def make_exchanges(
+    sc: Scenario, dh: DeviceHandle, timeout: dt.timedelta
+) -> dict[str, MLPSyncExchange]:
+    """One group per exchange backend the cells use, made by every rank in the same order.
+    Without a GPU the NCCL variant's group is a gloo one (device values travel as host ones)."""
+    out = {}
+    for name in sc.dp.backend:
+        backend = EXCHANGE_BACKENDS[name]
+        group_backend = backend.gpu_group if dh.kind == "cuda" else "gloo"
+        group = dist.new_group(backend=group_backend, timeout=timeout)
+        out[name] = MLPSyncExchange(backend, group, dh.device, sc.dp.ranks)
+    return out
+
+
+PassFn = Callable[[Scenario, DeviceHandle, Any], PassRows]
+PASSES: dict[str, PassFn] = {
+    "count": lambda view, dh, builder: run_count_pass(view, dh.device, builder, False),
+    "time": lambda view, dh, builder: run_dp_cell_time(
+        view, cells(view)[0], dh.device, dh.kind, builder
+    ),
+}
+
+
+def run_cells(
+    job: RankJob, dh: DeviceHandle, exchanges: dict[str, MLPSyncExchange], rank: int
+) -> tuple[PassRows, str | None]:
+    """Every pass of every cell on this rank, until one fails; returns the rows and why the
+    rank stopped early (None: it ran everything)."""
+    sc = job.loaded.scenario
+    capture = capture_sizes(sc)
+    rows = PassRows()
+    for pass_name in PASS_ORDER[job.which]:
+        for cell in dp_cells(sc):
+            site = DPSite(rank, cell, exchanges[cell.backend], capture, sc.dp.inject)
+            builder = functools.partial(job.builder, site=site)
+            where = f"{cell.label(sc.name)}, {pass_name} pass, rank {rank}"
+            try:
+                got = PASSES[pass_name](rank_scenario(sc, cell, rank), dh, builder)
+            except RankStopped as exc:  # between two steps' try blocks
+                return rows, f"{where}: {exc}"
+            rows.extend(got)
+            failed = [o for o in got.outcomes if o[STATUS] != "ok"]
+            if failed:
+                return rows, f"{where}: {_failure_text(failed[0])}"
+            if LAUNCHER_STOP.received.is_set():
+                return rows, f"{where}: stopped by the launcher"
+    return rows, None
+
+
+def _failure_text(outcome: tuple) -> str:
+    o = dict(zip(COLUMNS["outcomes"], outcome))
+    return f"{o['exception']}: {o['message']} at {o['location']}"
+
+
+@dataclass
+class Payload:
+    """One rank's contribution to the run folder."""
+
+    rank: int
+    rows: PassRows
+    info: dict[str, Any]
+    stopped: str | None
+
+
+def gather_rows(
+    rows: PassRows, info: dict[str, Any], stopped: str | None, env: RankEnv
+) -> tuple[dict[int, Payload], str | None]:
+    """Every rank's rows on rank 0 (torch.distributed.gather_object on the default group);
+    returns the payloads by rank (empty elsewhere) and why some are missing."""
+    mine = Payload(env.rank, rows, info, stopped)
+    if (
+        LAUNCHER_STOP.received.is_set()
+    ):  # the launcher is shutting every rank down: keep what this rank has
+        return ({env.rank: mine} if env.rank == 0 else {}), "stopped by the launcher"
+    got: list[Any] | None = [None] * env.world_size if env.rank == 0 else None
+    try:
+        dist.gather_object(mine, got, dst=0)
+    except Exception as exc:  # a rank died or stopped answering: no gather with it
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return ({env.rank: mine} if env.rank == 0 else {}), f"{type(exc).__name__}: {first}"
+    return {p.rank: p for p in got or [] if p is not None}, None
+
+
+def _create_folder(job: RankJob, dh: DeviceHandle) -> RunFolder:
+    loaded = job.loaded
+    sc = loaded.scenario
+    scenario_meta = {
+        "scenario": sc.name,
+        "scenario_file": display_path(loaded.path),
+        "scenario_sha256": loaded.file_sha256,
+        "overrides": loaded.overrides,
+        "config": loaded.effective(),
+        "seed": sc.seed,
+        "passes": list(PASS_ORDER[job.which]),
+        "cells": len(dp_cells(sc)) * sc.dp.ranks,
+        "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
+        "dp": dp_meta(sc),
+    }
+    argv = reproduce_argv(loaded, dh.kind, job.which)
+    meta = base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=job.run_id)
+    return RunFolder.create(job.out_root, sc.name, job.run_id, meta)
+
+
+def dp_meta(sc: Scenario) -> dict[str, Any]:
+    """What the report needs to read a DP run: each cell label's axes, each rank's stream."""
+    return {
+        "ranks": sc.dp.ranks,
+        "timeout_s": sc.dp.timeout_s,
+        "cells": {c.label(sc.name): c.describe() for c in dp_cells(sc)},
+        "inject": None if sc.dp.inject is None else dataclasses.asdict(sc.dp.inject),
+        "streams": [dataclasses.asdict(rank_stream(sc, r)) for r in range(sc.dp.ranks)],
+    }
+
+
+def write_run(
+    folder: RunFolder,
+    sc: Scenario,
+    passes: tuple[str, ...],
+    payloads: dict[int, Payload],
+    lost: str | None,
+    wall_s: float,
+) -> RankResult:
+    """Rank 0: every rank's rows with its rank, a row for what did not run, then the verdict."""
+    rows = PassRows()
+    for rank in sorted(payloads):
+        rows.extend(with_rank(payloads[rank].rows, rank))
+    stopped = [p.stopped for p in payloads.values() if p.stopped]
+    reason = "; ".join(stopped + ([f"rows of some ranks are missing ({lost})"] if lost else []))
+    rows.outcomes.extend(not_run_rows(sc, passes, rows, set(payloads), reason))
+    for table in TABLES:
+        folder.write_table(table, getattr(rows, table))
+    folder.write_json("stacks.json", rows.stacks)
+    folder.meta["dp"]["ranks_seen"] = [payloads[r].info for r in sorted(payloads)]
+    if reason:
+        folder.abandon(reason)
+    else:
+        folder.finish(wall_s=round(wall_s, 3), failed_cells=0)
+    return RankResult(folder.path, not reason, reason or None)
+
+
+def with_rank(rows: PassRows, rank: int) -> PassRows:
+    """The rows with their ``rank`` column set (ranks record 0, as a single rank does)."""
+    out = PassRows(stacks=dict(rows.stacks))
+    for table in TABLES:
+        i = COLUMNS[table].index("rank")
+        getattr(out, table).extend((*r[:i], rank, *r[i + 1 :]) for r in getattr(rows, table))
+    return out
+
+
+def not_run_rows(
+    sc: Scenario, passes: tuple[str, ...], rows: PassRows, ranks_heard: set[int], reason: str
+) -> list[tuple]:
+    """An outcome row for every (rank, pass, cell) without one: "lost" for a rank whose rows
+    never reached rank 0 (it died or stopped answering), "not_run" for cells a rank did not
+    reach because the run stopped."""
+    cols = COLUMNS["outcomes"]
+    seen = {
+        (o[cols.index("scenario")], o[cols.index("rank")], o[cols.index("pass")])
+        for o in rows.outcomes
+    }
+    out = []
+    for rank in range(sc.dp.ranks):
+        s = rank_stream(sc, rank)
+        status = "not_run" if rank in ranks_heard else "lost"
+        for pass_name in passes:
+            for cell in dp_cells(sc):
+                label = cell.label(sc.name)
+                if (label, rank, pass_name) not in seen:
+                    key = (label, s.variant, s.mirror, s.batch_size, rank)
+                    out.append((*key, pass_name, status, "", 0, "", reason, "", "", 0.0))
+    return out

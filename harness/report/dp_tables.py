@@ -1,0 +1,195 @@
+"""Tables of a DP-attention run (result files only): per-rank syncs, the exchange wait, and what
+one rank's planted sync costs every other rank.
+
+A DP run's meta.json names its cells (``dp.cells``: label -> backend, forward_us, injected);
+each label is the ``scenario`` column of that cell's rows and each rank's rows carry their
+``rank``. The cost of the planted sync is the difference of medians of a rank's exchange wait
+(host time of ``step/scheduler/dp_exchange``) with and without it, paired by step (every cell
+runs the same seeded requests, so step k is the same work in both), with a percentile
+bootstrap interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.report import tables
+from harness.report.load import CELL_KEYS, RunData, load_run
+
+EXCHANGE_REGION = "step/scheduler/dp_exchange"
+RESAMPLES = 10_000
+SEED = 0
+LEVEL = 0.95
+
+
+def is_dp_run(run: RunData) -> bool:
+    return bool(run.meta.get("dp"))
+
+
+def dp_cells(run: RunData) -> pd.DataFrame:
+    """One row per DP cell: label, backend, forward_us, injected."""
+    cells = run.meta.get("dp", {}).get("cells", {})
+    rows = [{"label": label, **axes} for label, axes in cells.items()]
+    return pd.DataFrame(rows, columns=["label", "backend", "forward_us", "injected"])
+
+
+def syncs_per_rank_step(run: RunData) -> pd.DataFrame:
+    """Syncs of each measured step on each rank: label, rank, step, syncs."""
+    m = tables.measured(run.counts)
+    cols = ["label", "rank", "step", "syncs"]
+    if m.empty:
+        return pd.DataFrame(columns=cols)
+    out = m.groupby(["scenario", "rank", "step"], as_index=False)["syncs"].sum()
+    return out.rename(columns={"scenario": "label"})[cols]
+
+
+def syncs_by_rank_region(run: RunData) -> pd.DataFrame:
+    """Mean syncs per measured step by (label, region) and rank (columns)."""
+    m = tables.measured(run.counts)
+    if m.empty:
+        return pd.DataFrame()
+    steps = m.groupby(["scenario", "rank"])["step"].nunique()
+    total = m.groupby(["scenario", "region", "rank"])["syncs"].sum()
+    per = (total / steps.reindex(total.index.droplevel("region")).to_numpy()).rename("per_step")
+    table = per.reset_index().pivot_table(
+        index=["scenario", "region"], columns="rank", values="per_step", aggfunc="sum"
+    )
+    table.columns = [f"rank {int(c)}" for c in table.columns]
+    return table[(table > 0).any(axis=1)]
+
+
+def exchange_wait(run: RunData) -> pd.DataFrame:
+    """Host time each rank spent in the exchange, per measured step: label, rank, step, us."""
+    lat = run.latency
+    cols = ["label", "rank", "step", "us"]
+    keep = (
+        (lat["region"] == EXCHANGE_REGION)
+        & (lat["metric"] == "host")
+        & ~lat["path"].isin(tables.UNMEASURED_TIME)
+        & (lat["step"] >= 0)
+    )
+    rows = lat[keep]
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    out = rows.groupby(["scenario", "rank", "step"], as_index=False)["value_us"].sum()
+    return out.rename(columns={"scenario": "label", "value_us": "us"})[cols]
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    n: int  # paired steps
+
+
+def median_difference(base: pd.Series, treated: pd.Series) -> Interval:
+    """median(treated) - median(base), paired by the series' index (the step), with a
+    percentile bootstrap interval (RESAMPLES resamples of the steps, fixed SEED)."""
+    both = pd.concat({"a": base, "b": treated}, axis=1, join="inner").dropna()
+    values = both.to_numpy(dtype=float)
+    n = len(values)
+    if n == 0:
+        return Interval(float("nan"), float("nan"), float("nan"), 0)
+    estimate = float(np.median(values[:, 1]) - np.median(values[:, 0]))
+    if n < 2:
+        return Interval(estimate, float("nan"), float("nan"), n)
+    idx = np.random.default_rng(SEED).integers(0, n, size=(RESAMPLES, n))
+    medians = np.median(values[idx], axis=1)  # resamples x 2
+    diffs = medians[:, 1] - medians[:, 0]
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return Interval(estimate, float(low), float(high), n)
+
+
+def stall_answer(run: RunData) -> pd.DataFrame:
+    """Per (backend, forward, rank): the exchange wait without and with the planted sync
+    (medians, µs) and the difference with its interval."""
+    cols = [
+        "backend",
+        "forward_us",
+        "rank",
+        "without_us",
+        "with_us",
+        "diff_us",
+        "low_us",
+        "high_us",
+        "steps",
+    ]
+    cells = dp_cells(run)
+    wait = exchange_wait(run)
+    if cells.empty or wait.empty or not cells["injected"].any():
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (backend, forward), group in cells.groupby(["backend", "forward_us"]):
+        labels = {bool(r.injected): r.label for r in group.itertuples()}
+        if set(labels) != {False, True}:
+            continue
+        base = wait[wait["label"] == labels[False]]
+        treated = wait[wait["label"] == labels[True]]
+        for rank in sorted(set(base["rank"]) & set(treated["rank"])):
+            a = base[base["rank"] == rank].set_index("step")["us"]
+            b = treated[treated["rank"] == rank].set_index("step")["us"]
+            iv = median_difference(a, b)
+            rows.append(
+                [
+                    backend,
+                    forward,
+                    int(rank),
+                    a.median(),
+                    b.median(),
+                    iv.estimate,
+                    iv.low,
+                    iv.high,
+                    iv.n,
+                ]
+            )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def format_stall_answer(run: RunData) -> str:
+    """The answer in words, one line per (backend, forward, other rank), then the table."""
+    inject = run.meta.get("dp", {}).get("inject")
+    table = stall_answer(run)
+    if inject is None or table.empty:
+        return "(no planted sync, or no time pass: no cross-rank cost to report)"
+    what = f"{inject['count']}× {inject['kind']}() on rank {inject['rank']} ({inject['region']})"
+    where = "host times of the emulated device" if run.is_emulated else "measured"
+    lines = [f"What {what} costs the other ranks at the exchange, per step ({where}):"]
+    others = table[table["rank"] != inject["rank"]]
+    for r in others.itertuples():
+        lines.append(
+            f"  {r.backend:>5}, forward {r.forward_us:g} µs: rank {r.rank} waits "
+            f"{r.diff_us:+.1f} µs per step [95% CI {r.low_us:+.1f}, {r.high_us:+.1f}] "
+            f"({r.without_us:.1f} -> {r.with_us:.1f} µs, {r.steps} paired steps)"
+        )
+    return "\n".join(lines)
+
+
+def format_dp_summary(folder: Path) -> str:
+    """What `bench` prints for a DP run: per-rank syncs, exchange waits, the answer."""
+    run = load_run(folder)
+    meta = run.meta["dp"]
+    parts = [f"DP attention: {meta['ranks']} ranks; cells: {', '.join(meta['cells'])}"]
+    syncs = syncs_by_rank_region(run)
+    parts.append("\nSyncs per measured step, by rank (regions with syncs):")
+    parts.append(syncs.to_string(float_format=lambda v: f"{v:.2f}") if len(syncs) else "(none)")
+    wait = exchange_wait(run)
+    if len(wait):
+        g = wait.groupby(["label", "rank"])["us"]
+        pct = pd.DataFrame({"p10": g.quantile(0.1), "p50": g.median(), "p90": g.quantile(0.9)})
+        note = " (emulated device: host times only)" if run.is_emulated else ""
+        parts.append(f"\nExchange wait per step ({EXCHANGE_REGION}, host), µs{note}:")
+        parts.append(pct.to_string(float_format=lambda v: f"{v:.1f}"))
+        parts.append("")
+        parts.append(format_stall_answer(run))
+    bad = tables.failed_cells(run.outcomes)
+    if len(bad):
+        parts.append("\nCells that failed or did not run (outcomes.csv):")
+        shown = [*CELL_KEYS, "pass", "status", "exception", "message"]
+        parts.append(bad[shown].to_string(index=False))
+    return "\n".join(parts)

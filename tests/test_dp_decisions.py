@@ -1,0 +1,205 @@
+"""DP attention in one process: the record, what the ranks decide from the gathered records,
+how a rank's graph runner obeys those decisions, the DP scenario keys, the answer's interval."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from harness.batch.info import DPGlobalInfo, ForwardMode
+from harness.cli import main
+from harness.dp.exchange import read_back_may_d2h
+from harness.dp.job import check_gpus
+from harness.dp.record import FORWARD_MODE_CODE, RECORD_LEN, local_record
+from harness.errors import InputError
+from harness.gate.run import chosen_scenarios
+from harness.report.dp_tables import median_difference
+from harness.scenario import load_scenario
+from harness.serving import WorldConfig, build_world
+from harness.sync import SyncLedger, emulated_device
+
+DECODE, EXTEND, IDLE = (FORWARD_MODE_CODE[m] for m in (ForwardMode.DECODE, ForwardMode.EXTEND,
+                                                       ForwardMode.IDLE))  # fmt: skip
+
+
+def test_local_record_in_upstream_order():
+    assert local_record(ForwardMode.DECODE, 8, 8, True).values() == [8, 8, 1, 0, 0, DECODE, 0]
+    assert local_record(ForwardMode.EXTEND, 300, 2, True).values() == [300, 2, 0, 1, 0, EXTEND, 1]
+    assert local_record(None, 0, 0, True).values() == [0, 0, 1, 0, 0, IDLE, 0]
+    assert local_record(ForwardMode.DECODE, 8, 8, False).values()[2] == 0  # graphs disabled
+    with pytest.raises(ValueError, match="DECODE or EXTEND"):
+        local_record(ForwardMode.TARGET_VERIFY, 8, 8, True)
+
+
+def _gathered(*records, device=None):
+    rows = [r.values() for r in records]
+    return torch.tensor(rows, dtype=torch.int64, device=device).view(len(rows), 1, RECORD_LEN)
+
+
+def test_one_prefilling_rank_decides_for_every_rank():
+    decode = local_record(ForwardMode.DECODE, 8, 8, True)
+    prefill = local_record(ForwardMode.EXTEND, 120, 1, True)
+    idle = local_record(None, 0, 0, True)
+    got = read_back_may_d2h(_gathered(decode, prefill, idle))
+    assert got.global_num_tokens == (8, 120, 0)
+    assert not got.can_cuda_graph and got.is_extend_in_batch  # minimum / maximum over ranks
+    assert not got.can_run_breakable_cuda_graph  # not every rank extends
+    assert got.need_idle_batch
+    steady = read_back_may_d2h(_gathered(decode, decode, idle))
+    assert steady.can_cuda_graph and not steady.is_extend_in_batch
+    assert steady.global_info() == DPGlobalInfo((8, 8, 0), True, False)
+    assert not read_back_may_d2h(_gathered(idle, idle)).need_idle_batch  # nobody has work
+
+
+def test_read_backs_sync_only_on_device_tensors():
+    rec = local_record(ForwardMode.DECODE, 8, 8, True)
+    with emulated_device() as dev:
+        host, device = _gathered(rec, rec), _gathered(rec, rec, device=dev)
+        with SyncLedger() as on_host:
+            read_back_may_d2h(host)
+        with SyncLedger() as on_device:
+            read_back_may_d2h(device)
+    assert on_host.events == []
+    ops = [(e.kind.value, e.op) for e in on_device.events]
+    assert sorted(ops) == sorted([("d2h_read", "cpu")] * 2 + [("d2h_read", "item")] * 3)
+
+
+# ---- a rank's graph runner under the ranks' decisions ----------------------------------------
+@pytest.fixture(scope="module")
+def world():
+    with emulated_device() as dev:
+        cfg = WorldConfig(serving_mode="nonspec", variant="after", batch_size=4,
+                          cuda_graph_max_bs=16, capture=(4, 8, 12, 16))  # fmt: skip
+        w = build_world(cfg, dev)
+        w.warmup_and_capture()
+        yield w
+
+
+def _decode_pass(world, info: DPGlobalInfo | None):
+    with world.stepping():
+        plan = world.plan_step()
+        (rec, _truth), *_ = world.run_plan(plan, info)
+    return rec.forward_mode, rec.path, rec.bucket
+
+
+@pytest.mark.parametrize(
+    ("info", "want"),
+    [
+        (None, ("DECODE", "graph", 4)),  # alone: its own bucket
+        (DPGlobalInfo((4, 11), True, False), ("DECODE", "graph", 12)),  # the max across ranks
+        (DPGlobalInfo((4, 11), False, True), ("DECODE", "eager", None)),  # a rank extends
+        (DPGlobalInfo((4, 40), True, False), ("DECODE", "eager", None)),  # max above 16
+    ],
+)
+def test_graph_bucket_comes_from_the_largest_batch_across_ranks(world, info, want):
+    with emulated_device():
+        assert _decode_pass(world, info) == want
+
+
+@pytest.mark.parametrize(
+    ("info", "want"),
+    [
+        (DPGlobalInfo((0, 7), True, False), ("IDLE", "graph", 8)),
+        (DPGlobalInfo((0, 7), False, True), ("IDLE", "eager", None)),
+    ],
+)
+def test_idle_rank_runs_an_idle_batch(world, info, want):
+    with emulated_device(), world.stepping():
+        ((rec, truth),) = world.run_idle(info)
+    assert (rec.forward_mode, rec.path, rec.bucket) == want
+    assert rec.batch_size == 0 and list(truth) == []
+
+
+def test_gpu_count_is_checked_before_any_rank_starts(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(InputError, match="2 ranks on this host need 2 GPUs, found 1"):
+        check_gpus(2, "dp.ranks")
+    check_gpus(1, "dp.ranks")
+
+
+# ---- the scenario -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("override", "expect"),
+    [
+        ("dp.backend=[mpi]", "dp.backend: unknown value 'mpi'"),
+        ("dp.inject.rank=2", "dp.inject.rank: rank 2 of 2 ranks"),
+        ("dp.inject.kind=itme", "did you mean 'item'"),
+        ("dp.streams=[{}, {}, {}]", "dp.streams: 3 streams for 2 ranks"),
+        ("dp.streams=[{batch_sze: 4}]", "did you mean 'dp.streams[0].batch_size'"),
+        ("dp.streams=[{idle: true, batch_size: 4}]", "dp.streams[0].idle"),
+        ("dp.streams=[{idle: true}, {idle: true}]", "every rank is idle"),
+        ("dp.timeout_s=0", "dp.timeout_s: 0.0 out of range"),
+        ("serving_mode=eagle", "serving_mode nonspec only"),
+        ("batch_sizes=[8, 16]", "batch_sizes: one value with dp"),
+    ],
+)
+def test_bad_dp_keys_are_exit_2(override, expect, capsys, tmp_path):
+    argv = ["bench", "--scenario", "dp_attention", "--set", override, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expect in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_single_rank_configurations_are_unchanged():
+    assert "dp" not in load_scenario("nonspec").effective()  # so baselines stay fresh
+    assert load_scenario("dp_attention").effective()["dp"]["ranks"] == 2
+
+
+def test_gate_counts_single_rank_scenarios_only(capsys):
+    names = [ls.name for ls in chosen_scenarios(None)]
+    assert "dp_attention" not in names and "nonspec" in names
+    with pytest.raises(InputError, match="multi-rank"):
+        chosen_scenarios(["dp_attention"])
+
+
+# ---- the answer's interval --------------------------------------------------------------------
+def test_difference_of_medians_and_its_interval():
+    rng = np.random.default_rng(1)
+    steps = pd.RangeIndex(200)
+    base = pd.Series(rng.normal(100.0, 5.0, 200), index=steps)
+    treated = base + 40.0 + pd.Series(rng.normal(0.0, 1.0, 200), index=steps)
+    iv = median_difference(base, treated)
+    assert iv.n == 200 and iv.low < 40.0 < iv.high and iv.low > 30.0
+    same = median_difference(base, base + pd.Series(rng.normal(0.0, 1.0, 200), index=steps))
+    assert same.low < 0 < same.high
+    alone = median_difference(base.iloc[:1], treated.iloc[:1])
+    assert alone.n == 1 and np.isnan(alone.low)
+
+
+# ---- where a step waits for results -----------------------------------------------------------
+class _Event:
+    made: ClassVar[list[_Event]] = []
+
+    def __init__(self):
+        self.waited = False
+        _Event.made.append(self)
+
+    def record(self):
+        return None
+
+    def synchronize(self):
+        self.waited = True
+
+
+@pytest.mark.parametrize(("backend", "overlap"), [("gloo", True), ("nccl", False)])
+def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatch, backend,
+                                                               overlap):  # fmt: skip
+    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.world import DPWorld
+
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    _Event.made = []
+    exchange = MLPSyncExchange(EXCHANGE_BACKENDS[backend], None, torch.device("cpu"), 2)
+    dp = DPWorld(world, exchange)
+    assert dp.overlap is overlap
+    dp._process_results(launched=True)
+    first = _Event.made[0]
+    assert first.waited is not overlap  # with overlap nothing came before it
+    dp._process_results(launched=True)
+    assert first.waited  # step 2 processed step 1 (overlap) or step 1 processed itself
+    assert _Event.made[1].waited is not overlap
