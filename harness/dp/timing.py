@@ -113,8 +113,9 @@ class _TimedCell:
                 t1 = time.perf_counter_ns()
                 if on_cuda:
                     ev1.record()
-                    events.append((ev0, ev1, step, ""))
-                self._keep_step(step, t0, t1, rt.samples, events)
+                path = self._keep_step(step, t0, t1, rt.samples)
+                if on_cuda:
+                    events.append((ev0, ev1, step, path))
                 self.done += 1
         if on_cuda:  # one wait, after the last step
             torch.cuda.synchronize()
@@ -122,7 +123,8 @@ class _TimedCell:
                 us = ev0.elapsed_time(ev1) * 1e3
                 self.sample(step, NO_TAG, path, ITERATION_REGION, "device", us)
 
-    def _keep_step(self, step: int, t0: int, t1: int, samples: list, events: list) -> None:
+    def _keep_step(self, step: int, t0: int, t1: int, samples: list) -> str:
+        """One row per region exit, then the whole iteration's; returns the step's path."""
         path = _step_path({_tag(tags, "path") for _r, _s, tags, _a, _b in samples})
         for name, _step, tags, a, b in samples:
             where = _tag(tags, "path") or path
@@ -130,9 +132,7 @@ class _TimedCell:
                 step, _tag(tags, "forward_mode"), where, name, "host", (b - a) / 1e3, (a - t0) / 1e3
             )
         self.sample(step, NO_TAG, path, ITERATION_REGION, "host", (t1 - t0) / 1e3)
-        if events and events[-1][2] == step:
-            ev0, ev1, _, _ = events[-1]
-            events[-1] = (ev0, ev1, step, path)
+        return path
 
     def finish(self, failure: tuple[str, str, str, str] | None, wall_s: float) -> PassRows:
         status = "ok" if failure is None else "error"
