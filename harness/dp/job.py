@@ -44,7 +44,7 @@ from harness.dp.cells import (
 )
 from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
 from harness.dp.timing import run_dp_cell_time
-from harness.errors import InputError
+from harness.errors import InputError, Interrupted
 from harness.report.dp_tables import format_dp_summary
 from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder
@@ -168,9 +168,25 @@ def run_rank(job: RankJob) -> RankResult | None:
 
 
 def _run(job: RankJob, env: RankEnv, dh: DeviceHandle, timeout: dt.timedelta) -> RankResult | None:
-    sc = job.loaded.scenario
-    exchanges = make_exchanges(sc, dh, timeout)
+    exchanges = make_exchanges(job.loaded.scenario, dh, timeout)
     folder = _create_folder(job, dh) if env.rank == 0 else None
+    try:
+        return _run_cells_and_write(job, env, dh, exchanges, folder)
+    except KeyboardInterrupt:  # Ctrl-C reaches every rank of this host
+        if folder is None:
+            raise
+        folder.abandon("interrupted (Ctrl-C)")
+        raise Interrupted(f"run folder left incomplete: {folder.path}") from None
+
+
+def _run_cells_and_write(
+    job: RankJob,
+    env: RankEnv,
+    dh: DeviceHandle,
+    exchanges: dict[str, MLPSyncExchange],
+    folder: RunFolder | None,
+) -> RankResult | None:
+    sc = job.loaded.scenario
     t0 = time.perf_counter()
     rows, stopped = run_cells(job, dh, exchanges, env.rank)
     LAUNCHER_STOP.raising = False  # from here on: gather and write what there is
