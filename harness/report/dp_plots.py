@@ -21,8 +21,14 @@ _NOT_DP = "not a multi-rank (DP attention) run: no exchange between ranks"
 _RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
-def _rank_color(rank: int) -> str:
-    return _RANK_COLORS[rank % len(_RANK_COLORS)]
+def _rank_style(rank: int) -> dict:
+    """Colour per rank; lower ranks drawn wider, so equal lines stay visible when overlaid."""
+    return {
+        "color": _RANK_COLORS[rank % len(_RANK_COLORS)],
+        "linewidth": max(1.0, 3.5 - 1.2 * rank),
+        "markersize": max(3.0, 7.0 - 2.0 * rank),
+        "label": f"rank {rank}",
+    }
 
 
 def plot_dp_syncs_per_rank(run: RunData) -> Figure:
@@ -41,15 +47,8 @@ def plot_dp_syncs_per_rank(run: RunData) -> Figure:
         d = per[per["label"] == lab]
         for rank, g in d.groupby("rank"):
             g = g.sort_values("step")
-            ax.step(
-                g["step"],
-                g["syncs"],
-                where="mid",
-                color=_rank_color(int(rank)),
-                label=f"rank {int(rank)}",
-                marker="o",
-                markersize=3,
-            )
+            ax.step(g["step"], g["syncs"], where="mid", marker="o", **_rank_style(int(rank)))
+        ax.set_ylim(bottom=0)
         ax.set_title(lab, fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("measured step")
@@ -108,15 +107,7 @@ def plot_dp_exchange_wait(run: RunData) -> Figure:
 def _wait_panel(ax, d: pd.DataFrame) -> None:
     for rank, g in d.groupby("rank"):
         g = g.sort_values("step")
-        ax.plot(
-            g["step"],
-            g["us"],
-            color=_rank_color(int(rank)),
-            label=f"rank {int(rank)}",
-            marker=".",
-            markersize=3,
-            linewidth=0.8,
-        )
+        ax.plot(g["step"], g["us"], marker=".", **_rank_style(int(rank)))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("measured step")
     ax.set_ylabel("exchange wait (µs)")
