@@ -3,6 +3,7 @@ how a rank's graph runner obeys those decisions, the DP scenario keys, the answe
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -13,14 +14,17 @@ import torch
 from harness.batch.info import DPGlobalInfo, ForwardMode
 from harness.cli import main
 from harness.dp.exchange import read_back_may_d2h
+from harness.dp.inject import Injection
 from harness.dp.job import check_gpus
 from harness.dp.record import FORWARD_MODE_CODE, RECORD_LEN, local_record
 from harness.errors import InputError
 from harness.gate.run import chosen_scenarios
-from harness.report.dp_tables import median_difference
+from harness.report.dp_tables import EXCHANGE_REGION, format_stall_answer, stall_answer
+from harness.report.load import RunData
 from harness.scenario import load_scenario
 from harness.serving import WorldConfig, build_world
 from harness.sync import SyncLedger, emulated_device
+from harness.synccost.cases import INJECTIONS
 
 DECODE, EXTEND, IDLE = (FORWARD_MODE_CODE[m] for m in (ForwardMode.DECODE, ForwardMode.EXTEND,
                                                        ForwardMode.IDLE))  # fmt: skip
@@ -157,18 +161,46 @@ def test_gate_counts_single_rank_scenarios_only(capsys):
         chosen_scenarios(["dp_attention"])
 
 
-# ---- the answer's interval --------------------------------------------------------------------
-def test_difference_of_medians_and_its_interval():
+# ---- the answer -------------------------------------------------------------------------------
+def _dp_run(shift_us: float) -> RunData:
+    """A DP run's tables with rank 1's exchange wait `shift_us` longer with the planted sync."""
     rng = np.random.default_rng(1)
-    steps = pd.RangeIndex(200)
-    base = pd.Series(rng.normal(100.0, 5.0, 200), index=steps)
-    treated = base + 40.0 + pd.Series(rng.normal(0.0, 1.0, 200), index=steps)
-    iv = median_difference(base, treated)
-    assert iv.n == 200 and iv.low < 40.0 < iv.high and iv.low > 30.0
-    same = median_difference(base, base + pd.Series(rng.normal(0.0, 1.0, 200), index=steps))
-    assert same.low < 0 < same.high
-    alone = median_difference(base.iloc[:1], treated.iloc[:1])
-    assert alone.n == 1 and np.isnan(alone.low)
+    cells = {
+        f"dp/gloo/fwd50us/{kind}": {"backend": "gloo", "forward_us": 50.0, "injected": kind == "inject"}
+        for kind in ("base", "inject")
+    }  # fmt: skip
+    rows = []
+    for label, axes in cells.items():
+        for rank in (0, 1):
+            base = 100.0 + rng.normal(0.0, 5.0, 200)
+            extra = shift_us if axes["injected"] and rank == 1 else 0.0
+            for step, us in enumerate(base + extra):
+                rows.append({"scenario": label, "rank": rank, "step": step, "path": "graph",
+                             "region": EXCHANGE_REGION, "metric": "host", "value_us": us})  # fmt: skip
+    empty = pd.DataFrame()
+    meta = {"dp": {"cells": cells, "inject": {"rank": 0, "kind": "item", "count": 1,
+                                              "region": "step/scheduler/prepare"}}}  # fmt: skip
+    return RunData(Path("."), meta, empty, empty, pd.DataFrame(rows), empty, empty)
+
+
+def test_the_answer_is_the_other_ranks_extra_wait_with_its_interval():
+    table = stall_answer(_dp_run(40.0)).set_index("rank")
+    other, own = table.loc[1], table.loc[0]
+    assert other.low_us < 40.0 < other.high_us and other.low_us > 25.0
+    assert own.low_us < 0 < own.high_us  # nothing planted in rank 0's exchange samples
+    assert other.steps == 200
+    text = format_stall_answer(_dp_run(40.0))
+    assert "gloo, forward 50 µs: rank 1 waits +" in text and "rank 0 waits" not in text
+
+
+@pytest.mark.parametrize("kind", sorted(INJECTIONS))
+def test_every_planted_kind_is_counted_as_its_kind(kind):
+    with emulated_device() as dev:
+        inj = Injection(kind, "step/scheduler/prepare", 2, dev)
+        with SyncLedger() as led:
+            inj.at("step/scheduler/process_result")  # not its region: nothing
+            inj.at("step/scheduler/prepare")
+    assert [e.kind.value for e in led.events] == [INJECTIONS[kind]] * 2
 
 
 # ---- where a step waits for results -----------------------------------------------------------

@@ -133,7 +133,7 @@ def test_bench_prints_the_cross_rank_cost(run):
 def test_dp_figures_and_trace(run):
     data = load_run(run)
     for name in ("dp_syncs_per_rank", "dp_exchange_wait"):
-        fig = FIGURES[name](data)
+        fig = FIGURES[name].draw(data)
         texts = " ".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
         assert "rank 0" in texts and "rank 1" in texts, name
     trace = build_trace(data)

@@ -1,9 +1,10 @@
 """A sync planted on one rank, to measure what it costs the other ranks.
 
-Each kind waits for the device the way its namesake does: ``item`` and ``cpu`` read a device
-value back (a ``d2h_read``), ``synchronize`` waits for the whole device (``explicit``). The
-probe is a one-element device tensor made with the world, so a read waits for all the work
-queued before it on the stream, as any read in the scheduler would.
+The kinds are the sync-cost experiment's (harness.synccost.cases.INJECTIONS: the name and the
+ledger kind it must be counted as), made here on the rank's own tensors: ``item`` reads a device
+value back, ``stream_sync`` synchronizes the current stream, ``blocking_copy`` copies from
+pageable host memory to the device. Each waits for all the work queued before it on the
+stream, as any such call in the scheduler would.
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-INJECT_KINDS: dict[str, Callable[[torch.Tensor], object]] = {
-    "item": lambda probe: probe.item(),
-    "cpu": lambda probe: probe.cpu(),
-    "synchronize": lambda probe: torch.cuda.synchronize(),
-}
+from harness.synccost.cases import INJECTIONS
+
 # where in a rank's step (regions of harness.dp.world): before the exchange, or where the
 # previous step's results are processed
 INJECT_REGIONS = ("step/scheduler/prepare", "step/scheduler/process_result")
@@ -28,13 +26,35 @@ class Injection:
     def __init__(self, kind: str, region: str, count: int, device: torch.device) -> None:
         if region not in INJECT_REGIONS:
             raise ValueError(f"inject region {region!r}; known: {INJECT_REGIONS}")
-        self.sync = INJECT_KINDS[kind]
+        self.sync = _MAKE[kind]
         self.region = region
         self.count = count
-        self.probe = torch.zeros(1, dtype=torch.int32, device=device)
+        self.device = device
+        self.value = torch.zeros(1, dtype=torch.int64, device=device)
+        self.pageable = torch.zeros(1, dtype=torch.int64)  # host memory, not pinned
 
     def at(self, region: str) -> None:
         """Make the syncs when ``region`` is this injection's region."""
         if region == self.region:
             for _ in range(self.count):
-                self.sync(self.probe)
+                self.sync(self)
+
+
+def _item(inj: Injection) -> None:
+    inj.value.item()
+
+
+def _stream_sync(inj: Injection) -> None:
+    torch.cuda.current_stream(inj.device).synchronize()
+
+
+def _blocking_copy(inj: Injection) -> None:
+    inj.value.copy_(inj.pageable)
+
+
+_MAKE: dict[str, Callable[[Injection], None]] = {
+    "item": _item,
+    "stream_sync": _stream_sync,
+    "blocking_copy": _blocking_copy,
+}
+assert set(_MAKE) == set(INJECTIONS), "every injection the schema offers is made here"

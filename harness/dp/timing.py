@@ -4,7 +4,10 @@ The single-rank time pass waits for the device after every step (the read of tha
 result). Under DP attention the world's own step already does that read where the scheduler
 does it (with overlap: the previous step's results, after launching this one), and a wait for
 this step's work on top would drain the GPU before every exchange: a sync on one rank would
-then stall nobody. So this loop never waits between steps. Per measured step it keeps:
+then stall nobody. So this loop never waits between steps. For the same reason a cell's
+measured steps run back to back, in one round (``round`` 0), not interleaved with other cells:
+a switch between cells would leave the other cell's work queued on the GPU, or, drained, start
+with an empty pipeline; either changes what a sync costs. Per measured step it keeps:
 - host time of every region exit (metric "host"), ``step/scheduler/dp_exchange`` among them:
   the time the rank waited there for the others;
 - the whole iteration's host time (region "iteration");
@@ -28,21 +31,20 @@ from harness.runner.cells import (
     effective_mirror,
     failure_info,
     finding_row_parts,
+    step_path,
+    tag_value,
 )
-from harness.runner.count_pass import SETUP_STEP, PassRows, _tag
+from harness.runner.count_pass import SETUP_STEP, PassRows
 from harness.runner.time_pass import ITERATION_REGION, SETUP_REGION
 from harness.scenario import Scenario
 from harness.sync import region_timer, set_step
+
+ROUND = 0  # a DP cell's measured steps: one round, back to back
 
 
 def latency_row(**values: Any) -> tuple:
     """A latency row from its columns by name (columns the row does not know stay empty)."""
     return tuple(values.get(c) for c in COLUMNS["latency"])
-
-
-def _step_path(paths: set[str]) -> str:
-    # outside a forward pass (scheduler regions, the iteration): the step's path
-    return "eager" if "eager" in paths else "graph" if "graph" in paths else "none"
 
 
 class _TimedCell:
@@ -65,6 +67,7 @@ class _TimedCell:
         metric: str,
         us: float,
         start_us: float = 0.0,
+        round_: int | None = None,  # None: set-up and warm-up, outside any round
     ) -> None:
         names = dict(zip(CELL_KEYS, self.key))
         self.rows.latency.append(
@@ -79,6 +82,7 @@ class _TimedCell:
                 value=us,
                 unit="us",
                 start_us=start_us,
+                round=round_,
             )
         )
 
@@ -121,17 +125,17 @@ class _TimedCell:
             torch.cuda.synchronize()
             for ev0, ev1, step, path in events:
                 us = ev0.elapsed_time(ev1) * 1e3
-                self.sample(step, NO_TAG, path, ITERATION_REGION, "device", us)
+                self.sample(step, NO_TAG, path, ITERATION_REGION, "device", us, round_=ROUND)
 
     def _keep_step(self, step: int, t0: int, t1: int, samples: list) -> str:
         """One row per region exit, then the whole iteration's; returns the step's path."""
-        path = _step_path({_tag(tags, "path") for _r, _s, tags, _a, _b in samples})
+        path = step_path(tag_value(tags, "path") for _r, _s, tags, _a, _b in samples)
         for name, _step, tags, a, b in samples:
-            where = _tag(tags, "path") or path
-            self.sample(
-                step, _tag(tags, "forward_mode"), where, name, "host", (b - a) / 1e3, (a - t0) / 1e3
-            )
-        self.sample(step, NO_TAG, path, ITERATION_REGION, "host", (t1 - t0) / 1e3)
+            where = tag_value(tags, "path") or path
+            us, start_us = (b - a) / 1e3, (a - t0) / 1e3
+            mode = tag_value(tags, "forward_mode")
+            self.sample(step, mode, where, name, "host", us, start_us, ROUND)
+        self.sample(step, NO_TAG, path, ITERATION_REGION, "host", (t1 - t0) / 1e3, round_=ROUND)
         return path
 
     def finish(self, failure: tuple[str, str, str, str] | None, wall_s: float) -> PassRows:

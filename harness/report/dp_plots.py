@@ -11,13 +11,11 @@ from harness.report.dp_tables import (
     EXCHANGE_REGION,
     dp_cells,
     exchange_wait,
-    is_dp_run,
     syncs_per_rank_step,
 )
 from harness.report.load import RunData
 from harness.report.style import empty, maybe_log, new_figure, shared_legend_entries, title
 
-_NOT_DP = "not a multi-rank (DP attention) run: no exchange between ranks"
 _RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
@@ -33,8 +31,6 @@ def _rank_style(rank: int) -> dict:
 
 def plot_dp_syncs_per_rank(run: RunData) -> Figure:
     """Syncs in each measured step, one line per rank; one panel per DP cell."""
-    if not is_dp_run(run):
-        return empty(new_figure(8, 2), _NOT_DP)
     per = syncs_per_rank_step(run)
     if per.empty:
         return empty(new_figure(8, 2), "no measured steps in counts.csv")
@@ -65,8 +61,6 @@ def plot_dp_syncs_per_rank(run: RunData) -> Figure:
 def plot_dp_exchange_wait(run: RunData) -> Figure:
     """Exchange wait per rank and step: rows (backend, forward), columns without / with the
     planted sync, one line per rank."""
-    if not is_dp_run(run):
-        return empty(new_figure(8, 2), _NOT_DP)
     wait = exchange_wait(run)
     if wait.empty:
         return empty(new_figure(8, 2), f"no time-pass samples of {EXCHANGE_REGION}")

@@ -6,24 +6,20 @@ each label is the ``scenario`` column of that cell's rows and each rank's rows c
 ``rank``. The cost of the planted sync is the difference of medians of a rank's exchange wait
 (host time of ``step/scheduler/dp_exchange``) with and without it, paired by step (every cell
 runs the same seeded requests, so step k is the same work in both), with a percentile
-bootstrap interval.
+bootstrap interval (harness.results.stats).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.report import tables
 from harness.report.load import CELL_KEYS, RunData, load_run
+from harness.results.stats import LEVEL, median_difference
 
 EXCHANGE_REGION = "step/scheduler/dp_exchange"
-RESAMPLES = 10_000
-SEED = 0
-LEVEL = 0.95
 
 
 def is_dp_run(run: RunData) -> bool:
@@ -77,33 +73,6 @@ def exchange_wait(run: RunData) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     out = rows.groupby(["scenario", "rank", "step"], as_index=False)["value_us"].sum()
     return out.rename(columns={"scenario": "label", "value_us": "us"})[cols]
-
-
-@dataclass(frozen=True)
-class Interval:
-    estimate: float
-    low: float
-    high: float
-    n: int  # paired steps
-
-
-def median_difference(base: pd.Series, treated: pd.Series) -> Interval:
-    """median(treated) - median(base), paired by the series' index (the step), with a
-    percentile bootstrap interval (RESAMPLES resamples of the steps, fixed SEED)."""
-    both = pd.concat({"a": base, "b": treated}, axis=1, join="inner").dropna()
-    values = both.to_numpy(dtype=float)
-    n = len(values)
-    if n == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), 0)
-    estimate = float(np.median(values[:, 1]) - np.median(values[:, 0]))
-    if n < 2:
-        return Interval(estimate, float("nan"), float("nan"), n)
-    idx = np.random.default_rng(SEED).integers(0, n, size=(RESAMPLES, n))
-    medians = np.median(values[idx], axis=1)  # resamples x 2
-    diffs = medians[:, 1] - medians[:, 0]
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(diffs, [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), n)
 
 
 def stall_answer(run: RunData) -> pd.DataFrame:
@@ -164,7 +133,7 @@ def format_stall_answer(run: RunData) -> str:
     for r in others.itertuples():
         lines.append(
             f"  {r.backend:>5}, forward {r.forward_us:g} µs: rank {r.rank} waits "
-            f"{r.diff_us:+.1f} µs per step [95% CI {r.low_us:+.1f}, {r.high_us:+.1f}] "
+            f"{r.diff_us:+.1f} µs per step [{LEVEL:.0%} CI {r.low_us:+.1f}, {r.high_us:+.1f}] "
             f"({r.without_us:.1f} -> {r.with_us:.1f} µs, {r.steps} paired steps)"
         )
     return "\n".join(lines)

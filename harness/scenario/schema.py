@@ -120,12 +120,6 @@ def exchange_backends() -> tuple[str, ...]:
     return tuple(EXCHANGE_BACKENDS)
 
 
-def inject_kinds() -> tuple[str, ...]:
-    from harness.dp.inject import INJECT_KINDS
-
-    return tuple(INJECT_KINDS)
-
-
 def inject_regions() -> tuple[str, ...]:
     from harness.dp.inject import INJECT_REGIONS
 
@@ -159,7 +153,9 @@ class InjectConfig:
     """A sync planted on one rank; the DP cells run without it and with it."""
 
     rank: int = field(default=0, metadata=_spec("the rank that makes it", min=0, max=1023))
-    kind: str = field(default="item", metadata=_spec("the sync", choices_fn=inject_kinds))
+    kind: str = field(
+        default="item", metadata=_spec("the sync (as sync_cost's)", choices_fn=known_injections)
+    )
     region: str = field(
         default="step/scheduler/prepare",
         metadata=_spec("where in the rank's step", choices_fn=inject_regions),
