@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import os
+import time
 
 from harness.dp.cells import build_dp_world
 
 DYING_RANK = 1
 DIES_AT_STEP = 2  # of the first cell's count pass, warm-up steps included
 EXIT_CODE = 3
+BUSY_S = 3.0  # rank 0 busy on the host when its peer dies: the launcher's SIGTERM finds it there
 
 
 class DyingWorld:
-    """The real DP world, except that one rank's process exits in the middle of a step."""
+    """The real DP world, except that one rank's process exits in the middle of a step (and,
+    when `busy`, rank 0 is busy on the host at that step)."""
 
-    def __init__(self, inner, rank: int):
+    def __init__(self, inner, rank: int, busy: bool = False):
         self.inner = inner
         self.rank = rank
+        self.busy = busy
 
     @property
     def findings(self):
@@ -30,10 +34,17 @@ class DyingWorld:
         self.inner.warmup_and_capture()
 
     def step(self):
-        if self.rank == DYING_RANK and self.inner.world.step_count == DIES_AT_STEP:
-            os._exit(EXIT_CODE)  # no clean-up, no goodbye: as a crash
+        if self.inner.world.step_count == DIES_AT_STEP:
+            if self.rank == DYING_RANK:
+                os._exit(EXIT_CODE)  # no clean-up, no goodbye: as a crash
+            if self.busy:
+                time.sleep(BUSY_S)
         return self.inner.step()
 
 
 def dying_builder(sc, cell, device, site):
     return DyingWorld(build_dp_world(sc, cell, device, site), site.rank)
+
+
+def dying_builder_peer_busy(sc, cell, device, site):
+    return DyingWorld(build_dp_world(sc, cell, device, site), site.rank, busy=True)

@@ -235,3 +235,49 @@ def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatc
     dp._process_results(launched=True)
     assert first.waited  # step 2 processed step 1 (overlap) or step 1 processed itself
     assert _Event.made[1].waited is not overlap
+
+
+# ---- the launcher's SIGTERM -------------------------------------------------------------------
+def test_sigterm_stops_a_running_cell_once_then_only_notes(monkeypatch):
+    import os
+    import signal
+
+    from harness.dp.job import RankStopped, _Sigterm
+
+    previous = signal.getsignal(signal.SIGTERM)
+    stop = _Sigterm()
+    try:
+        stop.install()
+        with pytest.raises(RankStopped, match="SIGTERM"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # already stopping: noted, not raised again
+        assert stop.received.is_set()
+        quiet = _Sigterm()
+        quiet.install()
+        quiet.raising = False  # gathering and writing: never interrupted
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert quiet.received.is_set()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_pass_the_launcher_stops_still_has_its_outcome(monkeypatch):
+    from harness.dp import job as dpjob
+    from harness.results.tables import COLUMNS
+    from harness.runner.device import DeviceHandle
+
+    def stopped(view, dh, builder):  # the SIGTERM came outside the cell's own failure handling
+        raise dpjob.RankStopped("stopped by the launcher (SIGTERM): another rank failed")
+
+    monkeypatch.setitem(dpjob.PASSES, "count", stopped)
+    loaded = load_scenario("dp_attention")
+    job = dpjob.RankJob(loaded, "emu", "count", Path("unused"), "run-id")
+    dh = DeviceHandle("emu", torch.device("meta"), "emulated device")
+    rows, why = dpjob.run_cells(job, dh, dict.fromkeys(loaded.scenario.dp.backend), rank=1)
+    assert why.startswith("dp_attention/gloo/fwd50us/base, count pass, rank 1: stopped")
+    (outcome,) = (dict(zip(COLUMNS["outcomes"], o)) for o in rows.outcomes)
+    assert (outcome["scenario"], outcome["status"], outcome["exception"]) == (
+        "dp_attention/gloo/fwd50us/base",
+        "error",
+        "RankStopped",
+    )

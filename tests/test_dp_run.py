@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dp_fakes import DYING_RANK, EXIT_CODE, dying_builder
+from dp_fakes import DYING_RANK, EXIT_CODE, dying_builder, dying_builder_peer_busy
 
 from harness.cli import main
 from harness.dp.job import RankJob
@@ -149,13 +149,20 @@ def test_dp_figures_and_trace(run):
     assert ends and all(len(v) == 2 and max(v) - min(v) < 0.01 for v in ends.values())
 
 
-def test_a_rank_that_dies_leaves_an_incomplete_run_with_its_outcome(tmp_path):
+@pytest.mark.parametrize(
+    ("builder", "stopped_by"),
+    # rank 0 waits in the exchange when its peer dies (the collective fails, or the launcher's
+    # SIGTERM comes first), or is busy on the host and gets the launcher's SIGTERM there
+    [(dying_builder, {"RuntimeError", "RankStopped"}), (dying_builder_peer_busy, {"RankStopped"})],
+)
+def test_a_rank_that_dies_leaves_an_incomplete_run_with_its_outcome(tmp_path, builder, stopped_by):
     loaded = load_scenario("dp_attention", [*SETTINGS, "dp.timeout_s=10", "dp.streams=[]"])
-    job = RankJob(loaded, "emu", "both", tmp_path, new_run_id(), builder=dying_builder)
+    job = RankJob(loaded, "emu", "both", tmp_path, new_run_id(), builder=builder)
     t0 = time.perf_counter()
     with pytest.raises(CheckFailed, match=f"rank {DYING_RANK} \\(exit code {EXIT_CODE}\\)"):
         launch_local(job)
-    assert time.perf_counter() - t0 < 60  # nobody waited for the dead rank
+    # nobody waited for the dead rank, nor for its launcher's 30 s grace
+    assert time.perf_counter() - t0 < 25
     folder = tmp_path / "dp_attention" / job.run_id
     assert (folder / INCOMPLETE_MARKER).exists() and not is_complete(folder)
     outcomes = _table(folder, "outcomes")
@@ -163,4 +170,5 @@ def test_a_rank_that_dies_leaves_an_incomplete_run_with_its_outcome(tmp_path):
     assert len(dead) == 4 * 2 and set(dead["status"]) == {"lost"}  # every cell and pass
     first = outcomes[(outcomes["rank"] == 0) & (outcomes["status"] != "not_run")]
     assert list(first["status"]) == ["error"]  # its exchange with the dead rank failed
+    assert set(first["exception"]) <= stopped_by
     assert "stopped" in json.loads((folder / "meta.json").read_text())

@@ -2,9 +2,10 @@
 
 A DP cell is one (exchange backend, forward duration, injection off / on); every rank runs
 every cell in the same order. A rank's view of a cell is a single-cell scenario (its own
-variant, mirror, batch size, prefill schedule and forward duration), named by the cell, so the
-runner's per-cell passes run it unchanged and its rows carry the cell's label in the
-``scenario`` column. Every rank captures the same buckets, those near any rank's batch size:
+variant, mirror, batch size, prefill schedule and forward duration, and its own requests: the
+scenario's seed plus the rank), named by the cell, so the runner's per-cell passes run it
+unchanged and its rows carry the cell's label in the ``scenario`` column. Every cell of a rank
+runs the same requests, so two cells' steps pair up one to one. Every rank captures the same buckets, those near any rank's batch size:
 a rank pads to the bucket of the largest batch across ranks.
 """
 
@@ -23,6 +24,7 @@ from harness.dp.inject import Injection
 from harness.dp.world import DPWorld
 from harness.runner.cells import Cell, world_config_kwargs
 from harness.scenario import Scenario
+from harness.scenario.schema import InjectConfig
 from harness.serving import WorldConfig, build_world
 from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
 
@@ -88,6 +90,7 @@ def rank_scenario(sc: Scenario, cell: DPCell, rank: int) -> Scenario:
     return dataclasses.replace(
         sc,
         name=cell.label(sc.name),
+        seed=sc.seed + rank,
         variants=[s.variant],
         mirror=[s.mirror],
         batch_sizes=[s.batch_size],
@@ -115,7 +118,7 @@ class DPSite:
     cell: DPCell
     exchange: MLPSyncExchange
     capture: tuple[int, ...]
-    inject: Any  # the scenario's InjectConfig, or None
+    inject: InjectConfig | None  # the scenario's
 
 
 DPWorldBuilder = Callable[[Scenario, Cell, torch.device, DPSite], Any]

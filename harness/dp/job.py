@@ -50,7 +50,7 @@ from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder
 from harness.results.tables import COLUMNS
 from harness.runner.bench import TABLES, reproduce_argv
-from harness.runner.cells import cells
+from harness.runner.cells import cells, failure_info
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle, open_device
 from harness.scenario import LoadedScenario, Scenario
@@ -124,7 +124,9 @@ class RankStopped(Exception):
 class _Sigterm:
     """The launcher's SIGTERM: while cells run it raises RankStopped in them (the cell's
     outcome says so); once the rank gathers and writes it only notes it (a gather blocks in C++
-    where no handler runs; the launcher kills the process 30 s after its SIGTERM)."""
+    where no handler runs; the launcher kills the process 30 s after its SIGTERM). When the rank
+    is done the signal takes effect again: at once if it came (the launcher waits for the
+    process to end, not for its result)."""
 
     def __init__(self) -> None:
         self.received = threading.Event()
@@ -132,6 +134,11 @@ class _Sigterm:
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._handle)
+
+    def release(self) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self.received.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def _handle(self, signum: int, frame: object) -> None:
         first = not self.received.is_set()
@@ -165,6 +172,7 @@ def run_rank(job: RankJob) -> RankResult | None:
             return _run(job, env, dh, timeout)
         finally:
             dist.destroy_process_group()
+            LAUNCHER_STOP.release()
 
 
 def _run(job: RankJob, env: RankEnv, dh: DeviceHandle, timeout: dt.timedelta) -> RankResult | None:
@@ -239,9 +247,11 @@ def run_cells(
             site = DPSite(rank, cell, exchanges[cell.backend], capture, sc.dp.inject)
             builder = functools.partial(job.builder, site=site)
             where = f"{cell.label(sc.name)}, {pass_name} pass, rank {rank}"
+            view = rank_scenario(sc, cell, rank)
             try:
-                got = PASSES[pass_name](rank_scenario(sc, cell, rank), dh, builder)
-            except RankStopped as exc:  # between two steps' try blocks
+                got = PASSES[pass_name](view, dh, builder)
+            except RankStopped as exc:  # outside the cell's own handling of failures
+                rows.outcomes.append(stopped_row(view, pass_name, exc))
                 return rows, f"{where}: {exc}"
             rows.extend(got)
             failed = [o for o in got.outcomes if o[STATUS] != "ok"]
@@ -250,6 +260,13 @@ def run_cells(
             if LAUNCHER_STOP.received.is_set():
                 return rows, f"{where}: stopped by the launcher"
     return rows, None
+
+
+def stopped_row(view: Scenario, pass_name: str, exc: RankStopped) -> tuple:
+    """The outcome of a cell the launcher stopped (rank column 0, as the cell's own rows)."""
+    (cell,) = cells(view)
+    key = (view.name, cell.variant, cell.mirror, cell.batch_size, 0)
+    return (*key, pass_name, "error", None, 0, *failure_info(exc), 0.0)
 
 
 def _failure_text(outcome: tuple) -> str:
