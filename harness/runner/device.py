@@ -15,7 +15,7 @@ DeviceHandle = DeviceInfo  # kind ("cuda" | "emu"), device (for device tensors),
 
 
 def device_kind(requested: str) -> str:
-    """ "cuda" or "emu" for `--device`; a choice this machine cannot honour is exit 2."""
+    """The device kind for `--device`: "cuda" or "emu"; one this machine lacks is exit 2."""
     try:
         return resolve_kind(requested)
     except ValueError as exc:  # e.g. cuda asked for on a machine without one
