@@ -27,13 +27,14 @@ import argparse
 import contextlib
 import csv
 import io
-import json
 import os
 import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness.results.files import write_atomic, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_COLS = [
@@ -89,12 +90,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _write_csv(path: Path, cols: list[str], rows: list[dict]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)  # atomic: never a half-written file under the final name
+    text = io.StringIO()
+    w = csv.DictWriter(text, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, text.getvalue())  # never a half-written file under the final name
 
 
 def _git_commit() -> str | None:
@@ -342,9 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         targets=verdicts,
         checks_failed=sum(c["passed"] is False for c in bench.checks),
     )
-    tmp = args.out / "kernels_meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, default=str))
-    tmp.replace(args.out / "kernels_meta.json")
+    write_json(args.out / "kernels_meta.json", meta)
     print(f"wrote {args.out}/kernels_{{samples,summary,checks}}.csv and kernels_meta.json")
     print(text.getvalue(), end="")
     return 1 if meta["checks_failed"] else 0

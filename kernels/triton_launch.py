@@ -201,14 +201,9 @@ def swa_out_cache_loc(out_cache_loc: Tensor, full_to_swa: Tensor) -> Tensor:
     return out
 
 
-def upgrade(inp: UpgradeInputs) -> FullMetadataTensors:
-    """Fused: one launch for decode / uniform verify; ragged adds the two expand launches."""
-    n = inp.n_tokens
-    dev = inp.seq_lens.device
-    num_pages = inp.num_pages
-    c128_w = c128_width(num_pages, inp.page_size)
-    swa_w = pad64(inp.swa_window)
-    topk_w = pad64(inp.index_topk)
+def _empty_full(inp: UpgradeInputs, req: Tensor, lens: Tensor) -> FullMetadataTensors:
+    """Every output of the fused upgrade, allocated (the kernel writes each element)."""
+    n, dev = inp.n_tokens, inp.seq_lens.device
 
     def vec(dtype: torch.dtype) -> Tensor:
         return torch.empty(n, dtype=dtype, device=dev)
@@ -216,18 +211,13 @@ def upgrade(inp: UpgradeInputs) -> FullMetadataTensors:
     def mat(width: int) -> Tensor:
         return torch.empty((n, width), dtype=_I32, device=dev)
 
-    seq = _c(inp.seq_lens)
-    ragged = inp.extend_lens is not None
-    req, lens = vec(_I64), vec(_I32)
-    if ragged and n > 0:
-        _expand_ragged(seq, _c(inp.extend_lens), n, req, lens)
-    full = FullMetadataTensors(
+    return FullMetadataTensors(
         token_req=req,
         token_pool_idx=vec(_I64),
         seq_lens_casual=lens,
         positions_casual=vec(_I32),
-        page_table=mat(num_pages),
-        swa_page_indices=mat(swa_w),
+        page_table=mat(inp.num_pages),
+        swa_page_indices=mat(pad64(inp.swa_window)),
         swa_topk_lengths=vec(_I32),
         swa_out_cache_loc=vec(_I32),
         c4_out_loc=vec(_I64),
@@ -236,11 +226,27 @@ def upgrade(inp: UpgradeInputs) -> FullMetadataTensors:
         c128_out_loc=vec(_I64),
         c128_topk_lengths_raw=vec(_I32),
         c128_topk_lengths_clamp1=vec(_I32),
-        c128_page_indices=mat(c128_w),
+        c128_page_indices=mat(c128_width(inp.num_pages, inp.page_size)),
         c4_sparse_topk_lengths=vec(_I32),
-        c4_sparse_page_indices=mat(topk_w),
+        c4_sparse_page_indices=mat(pad64(inp.index_topk)),
         indexer_topk_schedule=torch.empty((n + 1, 2), dtype=_I32, device=dev),
     )
+
+
+def upgrade(inp: UpgradeInputs) -> FullMetadataTensors:
+    """Fused: one launch for decode / uniform verify; ragged adds the two expand launches."""
+    n = inp.n_tokens
+    num_pages = inp.num_pages
+    c128_w = c128_width(num_pages, inp.page_size)
+    swa_w = pad64(inp.swa_window)
+    topk_w = pad64(inp.index_topk)
+    seq = _c(inp.seq_lens)
+    ragged = inp.extend_lens is not None
+    req = torch.empty(n, dtype=_I64, device=seq.device)
+    lens = torch.empty(n, dtype=_I32, device=seq.device)
+    if ragged and n > 0:
+        _expand_ragged(seq, _c(inp.extend_lens), n, req, lens)
+    full = _empty_full(inp, req, lens)
     r2t = _r2t(inp.req_to_token)
     f = full
     upgrade_kernel[(n + 1,)](

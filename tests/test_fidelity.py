@@ -96,7 +96,6 @@ def test_unreachable_rows_stay_unreached(row) -> None:
 # ---- expected syncs per measured step --------------------------------------------------------
 SHORT = ("steps.warmup=2", "steps.count=8")  # a prefill step (every 8th) is measured
 SCENARIOS = ("nonspec", "eagle", "specv2_mirror", "direct_no_mirror")
-EVERY = dict.fromkeys(VARIANTS)
 
 # (scenario, overrides) -> variant -> (syncs per decode step, per prefill step), an exception,
 # or a dict by batch size; None = no such step in the scenario

@@ -122,15 +122,11 @@ def test_config_validation() -> None:
         _cfg("eagle", "after", mirror="absent")  # overlap off never withholds the mirror
 
 
-def test_describe_and_standin_is_a_noop_off_cuda() -> None:
+def test_mirror_buckets_and_standin_is_a_noop_off_cuda() -> None:
     with emulated_device() as dev:
         world = build_world(_cfg("specv2", "dropped"), dev)
         world.warmup_and_capture()
-        d = world.describe()
-        assert d["needs_cpu_seq_lens"] is False and d["decode_batch_mirror"] == "absent"
-        assert d["captured_buckets"] == {
-            "draft": [2, 3],
-            "verify": [2, 3],
-            "draft_extend": [2, 3],
-        }
-        assert d["forward"]["units"] == 0 and world.standin.measure_us() == 0.0
+        assert world.needs_cpu_seq_lens is False and world.decode_mirror == "absent"
+        buckets = {k: list(r.buckets) for k, r in world.runners.items()}
+        assert buckets == {"draft": [2, 3], "verify": [2, 3], "draft_extend": [2, 3]}
+        assert world.standin.units == 0 and world.standin.measure_us() == 0.0

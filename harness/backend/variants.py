@@ -32,7 +32,6 @@ class VariantPolicy:
     """`before` (sglang a36c8731, parent of PR #30695): the mirror is required."""
 
     name: str = "before"
-    upstream_commit: str = "a36c8731"
     # The worker sizes the verify tree mask from ``attn_backend.max_context_len`` when the
     # batch has no mirror; the backend defines that attribute only from a9cf5e68 on.
     has_max_context_len: bool = False
@@ -102,7 +101,6 @@ class AfterPolicy(VariantPolicy):
     """`after` (PR #30695, 504570f4): tolerates an absent mirror by reading the device."""
 
     name: str = "after"
-    upstream_commit: str = "504570f4"
 
     def needs_cpu_seq_lens(self, spec_configured: bool, prep_in_graph: bool) -> bool:
         # Class default False; set in the constructor when any speculative algorithm is on.
@@ -141,7 +139,6 @@ class DroppedPolicy(AfterPolicy):
     """`dropped` (PR #30365, a9cf5e68): device-only paths, no fallback reads device values."""
 
     name: str = "dropped"
-    upstream_commit: str = "a9cf5e68"
     has_max_context_len: bool = True
     draft_extend_graph: bool = True
     draft_extend_same_length: bool = True

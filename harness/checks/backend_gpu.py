@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import sys
 import time
@@ -42,6 +41,7 @@ from harness.checks.backend_cases import (
     oracle_case,
     reserve_for,
 )
+from harness.results.files import write_json
 from harness.sync import SyncLedger, emulated_device, region
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
@@ -170,41 +170,38 @@ def _checks(kernels: list[str], quick: bool) -> list[Check]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.backend_gpu", description=__doc__)
-    ap.add_argument("--out", type=Path, required=True, help="folder for gpucheck.json/.txt")
-    ap.add_argument("--kernels", default="torch,triton", help="ops implementations to check")
-    ap.add_argument("--quick", action="store_true", help="Flash only, fewer seeds")
-    ap.add_argument("--no-oracle", action="store_true", help="skip the per-token oracle")
-    args = ap.parse_args(argv)
-    has_cuda = torch.cuda.is_available()
-    dev = torch.device("cuda", torch.cuda.current_device()) if has_cuda else torch.device("cpu")
-    wanted = [k.strip() for k in args.kernels.split(",") if k.strip()]
+def _available_kernels(wanted: str) -> tuple[list[str], list[str]]:
+    """(ops implementations that load here, those that do not and why)."""
     kernels, skipped = [], []
-    for name in wanted:
+    for name in (k.strip() for k in wanted.split(",") if k.strip()):
         try:
             kernel_lib.get_ops(name)
             kernels.append(name)
         except (ImportError, KeyError, ModuleNotFoundError) as exc:
             skipped.append(f"{name} ({exc})")
-    t_start = time.perf_counter()
+    return kernels, skipped
+
+
+def _run_checks(kernels: list[str], quick: bool, oracle: bool, dev: torch.device) -> list[Row]:
     rows: list[Row] = []
-    for check in _checks(kernels, args.quick):
+    for check in _checks(kernels, quick):
         lists_d, syncs_d, n, ms, _ = _run(check, dev)
         # The emulated side always uses the PyTorch reference ops.
         emu_check = Check(**{**asdict(check), "kernels": "torch"})
         with emulated_device() as emu:
-            lists_e, syncs_e, _, _, oracle = _run(emu_check, emu)
-            oracle_res = "-" if args.no_oracle else _diff(lists_e, oracle())
+            lists_e, syncs_e, _, _, make_oracle = _run(emu_check, emu)
+            oracle_res = _diff(lists_e, make_oracle()) if oracle else "-"
         if dev.type == "cpu":
             syncs_d = syncs_e  # plain CPU has no syncs to see; compare metadata only
         rows.append(
             Row(check, n, _diff(lists_d, lists_e), oracle_res, dict(syncs_d), dict(syncs_e), ms)
         )
-    elapsed = time.perf_counter() - t_start
+    return rows
+
+
+def _report(rows: list[Row], header: str) -> str:
     lines = [
-        f"device: {torch.cuda.get_device_name(dev) if has_cuda else 'cpu (no CUDA: smoke run)'}; "
-        f"torch {torch.__version__}; kernels {kernels}; skipped {skipped or 'none'}; {elapsed:.1f} s",
+        header,
         f"{'model':<6} {'mode':<13} {'path':<6} {'variant':<8} {'mirror':<6} {'prep':<5} "
         f"{'ops':<7} {'N':>4} {'metadata':<9} {'oracle':<7} {'syncs(dev)':>10} {'ms':>7}",
     ]
@@ -220,17 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     failed = [r for r in rows if not r.ok]
     lines.append(f"{len(rows) - len(failed)}/{len(rows)} checks pass")
-    for r in failed:
-        lines.append(
-            f"FAIL {asdict(r.check)}: metadata={r.metadata} oracle={r.oracle} "
-            f"syncs dev={r.syncs_device} emu={r.syncs_emu}"
-        )
-    text = "\n".join(lines)
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpucheck.txt").write_text(text + "\n")
-    payload = {
-        "device": "cuda" if has_cuda else "cpu",
+    lines.extend(
+        f"FAIL {asdict(r.check)}: metadata={r.metadata} oracle={r.oracle} "
+        f"syncs dev={r.syncs_device} emu={r.syncs_emu}"
+        for r in failed
+    )
+    return "\n".join(lines)
+
+
+def _payload(rows: list[Row], kernels: list[str], skipped: list[str], elapsed: float) -> dict:
+    return {
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__,
         "kernels": kernels,
         "skipped_kernels": skipped,
@@ -249,10 +246,32 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ],
     }
-    tmp = args.out / "gpucheck.json.tmp"
-    tmp.write_text(json.dumps(payload, indent=1))
-    tmp.replace(args.out / "gpucheck.json")
-    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.checks.backend_gpu", description=__doc__)
+    ap.add_argument("--out", type=Path, required=True, help="folder for gpucheck.json/.txt")
+    ap.add_argument("--kernels", default="torch,triton", help="ops implementations to check")
+    ap.add_argument("--quick", action="store_true", help="Flash only, fewer seeds")
+    ap.add_argument("--no-oracle", action="store_true", help="skip the per-token oracle")
+    args = ap.parse_args(argv)
+    has_cuda = torch.cuda.is_available()
+    dev = torch.device("cuda", torch.cuda.current_device()) if has_cuda else torch.device("cpu")
+    kernels, skipped = _available_kernels(args.kernels)
+    t_start = time.perf_counter()
+    rows = _run_checks(kernels, args.quick, not args.no_oracle, dev)
+    elapsed = time.perf_counter() - t_start
+    name = torch.cuda.get_device_name(dev) if has_cuda else "cpu (no CUDA: smoke run)"
+    text = _report(
+        rows,
+        f"device: {name}; torch {torch.__version__}; kernels {kernels}; "
+        f"skipped {skipped or 'none'}; {elapsed:.1f} s",
+    )
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpucheck.txt").write_text(text + "\n")
+    write_json(args.out / "gpucheck.json", _payload(rows, kernels, skipped, elapsed))
+    return 0 if all(r.ok for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ steps. Writes ``gpucheck.json`` and ``gpucheck.txt`` to DIR; exit 0 when everyth
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from harness.results.files import write_json
 from harness.serving.buckets import capture_buckets
 from harness.serving.world import WorldConfig, build_world
 
@@ -205,9 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     report = "\n".join(text)
     print(report)
     (args.out / "gpucheck.txt").write_text(report + "\n")
-    tmp = args.out / "gpucheck.json.tmp"
-    tmp.write_text(json.dumps({"ok": ok, "buckets": rows, "full_capture": full}, indent=2))
-    os.replace(tmp, args.out / "gpucheck.json")
+    write_json(args.out / "gpucheck.json", {"ok": ok, "buckets": rows, "full_capture": full})
     return 0 if ok else 1
 
 

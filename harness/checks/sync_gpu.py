@@ -23,7 +23,6 @@ import argparse
 import csv
 import io
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from pathlib import Path
 import torch
 
 from harness.checks import sync_oracle, sync_overhead
+from harness.results.files import write_atomic
 from harness.results.meta import device_info, git_info, versions
 from harness.sync import (
     NVTX_BACKEND,
@@ -146,9 +146,7 @@ def check_threshold() -> tuple[int | None, list[Row]]:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def _write_csv(path: Path, rows: list[Row]) -> None:

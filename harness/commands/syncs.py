@@ -19,6 +19,7 @@ import harness
 from harness import cli
 from harness.cli import command
 from harness.errors import InputError
+from harness.results.files import write_atomic
 from harness.sync import DEVICE_KINDS, SyncLedger, use_device
 from harness.sync.device import resolve_kind
 from harness.sync.events import skip_frames_of
@@ -100,7 +101,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"device: {info.kind} ({info.name})", file=sys.stderr)
     print(ledger.format_table(args.stack_depth))
     if args.json is not None:
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(ledger.to_json())
-        tmp.replace(args.json)
+        write_atomic(args.json, ledger.to_json())
     return code

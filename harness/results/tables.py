@@ -48,7 +48,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 
 # Paths of measured steps; "warmup" and "capture" rows are kept apart (never per-step figures).
 MEASURED_PATHS = ("graph", "eager")
-UNMEASURED_PATHS = ("setup", "capture", "warmup")
 NO_TAG = ""  # a missing tag (e.g. no forward mode outside a forward pass)
 
 

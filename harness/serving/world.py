@@ -230,19 +230,6 @@ class World:
         """'present' / 'absent': whether decode batches carry the host mirror."""
         return "present" if self.mode.wants_decode_mirror(self) else "absent"
 
-    def describe(self) -> dict:
-        """What this world is, for run metadata (host values only)."""
-        return {
-            "serving_mode": self.cfg.serving_mode,
-            "variant": self.cfg.variant,
-            "mirror_setting": self.cfg.mirror,
-            "needs_cpu_seq_lens": self.needs_cpu_seq_lens,
-            "decode_batch_mirror": self.decode_mirror,
-            "captured_buckets": {k: list(r.buckets) for k, r in self.runners.items()},
-            "forward": {"us": self.standin.forward_us, "method": self.standin.method,
-                        "units": self.standin.units, "device": self.device.type},
-        }  # fmt: skip
-
     # ---- one step -------------------------------------------------------------------------
     def step(self) -> StepInfo:
         """One scheduler iteration: plan, run the passes, commit."""
