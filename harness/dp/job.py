@@ -46,15 +46,13 @@ from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
 from harness.dp.timing import run_dp_cell_time
 from harness.errors import InputError, Interrupted
 from harness.report.dp_tables import format_dp_summary
-from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder
 from harness.results.tables import COLUMNS
-from harness.runner.bench import TABLES, reproduce_argv
+from harness.runner.bench import TABLES, run_meta
 from harness.runner.cells import cells, failure_info
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle, open_device
 from harness.scenario import LoadedScenario, Scenario
-from harness.scenario.loader import display_path
 
 PASS_ORDER = {"count": ("count",), "time": ("time",), "both": ("count", "time")}
 STATUS = COLUMNS["outcomes"].index("status")
@@ -304,22 +302,9 @@ def gather_rows(
 
 
 def _create_folder(job: RankJob, dh: DeviceHandle) -> RunFolder:
-    loaded = job.loaded
-    sc = loaded.scenario
-    scenario_meta = {
-        "scenario": sc.name,
-        "scenario_file": display_path(loaded.path),
-        "scenario_sha256": loaded.file_sha256,
-        "overrides": loaded.overrides,
-        "config": loaded.effective(),
-        "seed": sc.seed,
-        "passes": list(PASS_ORDER[job.which]),
-        "cells": len(dp_cells(sc)) * sc.dp.ranks,
-        "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
-        "dp": dp_meta(sc),
-    }
-    argv = reproduce_argv(loaded, dh.kind, job.which)
-    meta = base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=job.run_id)
+    sc = job.loaded.scenario
+    cells = len(dp_cells(sc)) * sc.dp.ranks
+    meta = run_meta(job.loaded, dh, job.which, job.run_id, cells=cells, dp=dp_meta(sc))
     return RunFolder.create(job.out_root, sc.name, job.run_id, meta)
 
 

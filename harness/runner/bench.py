@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.errors import Interrupted
 from harness.results.meta import base_meta
@@ -48,6 +49,26 @@ def reproduce_argv(loaded: LoadedScenario, device_kind: str, which: str) -> list
     return argv
 
 
+def run_meta(
+    loaded: LoadedScenario, dh: DeviceHandle, which: str, run_id: str, **extra: Any
+) -> dict[str, Any]:
+    """meta.json of a run: the scenario as run, the command that reruns it, the machine."""
+    sc = loaded.scenario
+    scenario_meta = {
+        "scenario": sc.name,
+        "scenario_file": display_path(loaded.path),
+        "scenario_sha256": loaded.file_sha256,
+        "overrides": loaded.overrides,
+        "config": loaded.effective(),
+        "seed": sc.seed,
+        "passes": ["count", "time"] if which == "both" else [which],
+        "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
+        **extra,
+    }
+    argv = reproduce_argv(loaded, dh.kind, which)
+    return base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=run_id)
+
+
 def run_bench(
     loaded: LoadedScenario,
     dh: DeviceHandle,
@@ -59,19 +80,7 @@ def run_bench(
     """Run the passes and write the run folder; it is marked complete only at the end."""
     sc = loaded.scenario
     run_id = new_run_id()
-    scenario_meta = {
-        "scenario": sc.name,
-        "scenario_file": display_path(loaded.path),
-        "scenario_sha256": loaded.file_sha256,
-        "overrides": loaded.overrides,
-        "config": loaded.effective(),
-        "seed": sc.seed,
-        "passes": ["count", "time"] if which == "both" else [which],
-        "cells": len(cells(sc)),
-        "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
-    }
-    argv = reproduce_argv(loaded, dh.kind, which)
-    meta = base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=run_id)
+    meta = run_meta(loaded, dh, which, run_id, cells=len(cells(sc)))
     folder = RunFolder.create(out_root, sc.name, run_id, meta)
     rows = PassRows()
     t0 = time.perf_counter()
