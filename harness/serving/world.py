@@ -261,8 +261,8 @@ class World:
             set_step(outer_step)
 
     def plan_step(self) -> StepPlan:
-        """Schedule the step (region ``scheduler/prepare``); spec-v2 publishes the lengths of
-        requests that joined with their KV."""
+        """Schedule the step (region ``scheduler/prepare``); with speculative decoding the
+        lengths of requests that joined with their KV are published to the relay."""
         with region("scheduler/prepare"):
             plan = self.scheduler.schedule()
             if plan.admitted_direct and self.relay is not None:
