@@ -1,10 +1,11 @@
 """Registry entry "triton": Triton kernels, with a path that works on every device.
 
-Path per call, chosen from the first tensor argument's device (host-side metadata, no sync):
+Path per call, chosen from the device that holds the first tensor argument's memory (host-side
+metadata, no sync):
 * cuda                                  -> Triton kernels;
 * cpu with TRITON_INTERPRET=1 set before triton was imported -> Triton kernels, interpreted;
-* anything else (the harness's emulated device, whose tensors report device type "meta";
-  CPU without the interpreter)          -> the PyTorch reference (kernels.reference).
+* anything else (the harness's emulated device, whose memory is `meta` to PyTorch's C++ side
+  whatever it reports to Python; CPU without the interpreter) -> the PyTorch reference.
 triton itself is imported only when a Triton path is first taken.
 """
 
@@ -15,6 +16,7 @@ import sys
 import warnings
 from types import ModuleType
 
+import torch
 from torch import Tensor
 
 from kernels import reference as ref
@@ -27,9 +29,15 @@ from kernels.api import (
 )
 
 
+def _memory_device_type(t: Tensor) -> str:
+    # the device that holds the memory, as PyTorch's C++ side sees it: a tensor subclass may
+    # report another `.device` to Python (the harness's emulated device reads "cuda" there)
+    return torch._C.TensorBase.device.__get__(t).type
+
+
 def triton_path_for(t: Tensor) -> bool:
     """Whether ops on tensors like `t` take the Triton kernels (else the reference)."""
-    kind = t.device.type
+    kind = _memory_device_type(t)
     if kind == "cuda":
         want_interpreted = False
     elif kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":

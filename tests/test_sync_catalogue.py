@@ -48,7 +48,8 @@ def test_catalogue_covers_what_the_ledger_must_catch() -> None:
         "nanmedian", "linalg_inv", "linalg_cholesky", "repeat_interleave_tensor",
     } <= names  # fmt: skip
     assert len(CASES) >= 90
-    assert {k for c in CASES for k in c.expected} == set(SyncKind)
+    # every kind a real call makes (unclassified is the ledger's own failure, tested apart)
+    assert {k for c in CASES for k in c.expected} == set(SyncKind) - {SyncKind.UNCLASSIFIED}
 
 
 def test_values_are_real_on_the_emulated_device() -> None:
@@ -56,7 +57,8 @@ def test_values_are_real_on_the_emulated_device() -> None:
         x = torch.arange(6, device=dev).view(2, 3)
         y = (x * 2 + 1)[:, 1:].contiguous()
         assert y.tolist() == [[3, 5], [9, 11]]
-        assert x.device.type == "meta"
+        assert (x.device, x.is_cuda) == (torch.device("cuda", 0), True)  # what Python sees
+        assert torch._C.TensorBase.device.__get__(x).type == "meta"  # no CUDA runtime needed
         view = x[1]
         view.add_(10)  # in place through a view reaches the base, as on a GPU
         assert x.sum().item() == 15 + 30

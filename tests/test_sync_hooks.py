@@ -4,12 +4,13 @@ state, and each wrapper classifies by the shared rules (stub tensors stand for C
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 
 import pytest
 import torch
+from sync_fakes import StubTensor
 
 from harness.sync import SyncKind, SyncLedger, hooks
+from harness.sync.classify import CALL
 from harness.sync.state import STATE
 
 STAGED = SyncKind.PAGEABLE_STAGED
@@ -41,39 +42,17 @@ def test_sync_warnings_become_events_named_and_classified(fake_cuda: dict) -> No
     with SyncLedger() as led:
         warnings.warn(warning, stacklevel=1)
         STATE.op = "setitem"
-        hooks._CALL.rule, hooks._CALL.args = lambda: [SyncKind.H2D_BLOCKING], ()
+        CALL.rule, CALL.args = lambda: [SyncKind.H2D_BLOCKING], ()
         try:
             warnings.warn(warning, stacklevel=1)
             warnings.warn(warning, stacklevel=1)  # the rule's kinds are used up: a read
         finally:
-            STATE.op = hooks._CALL.rule = hooks._CALL.kinds = None
+            STATE.op = CALL.rule = CALL.kinds = None
     assert [(e.kind, e.op) for e in led.events] == [
         (SyncKind.D2H_READ, "implicit"),
         (SyncKind.H2D_BLOCKING, "setitem"),
         (SyncKind.D2H_READ, "setitem"),
     ]
-
-
-@dataclass
-class StubTensor:
-    """What the interceptors look at on a tensor."""
-
-    is_cuda: bool
-    nbytes: int = 64
-    pinned: bool = False
-    contiguous: bool = True
-    shape: tuple[int, ...] = (8,)
-    calls: list = field(default_factory=list)
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cuda" if self.is_cuda else "cpu")
-
-    def is_pinned(self) -> bool:
-        return self.pinned
-
-    def is_contiguous(self) -> bool:
-        return self.contiguous
 
 
 def _copy_kind(dst: StubTensor, src: StubTensor, non_blocking: bool) -> list[SyncKind]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.sync.emulated import emulated_device
+from harness.sync.platform import CUDA_PRESENT
 
 DEVICE_KINDS = ("auto", "cuda", "emu")
 
@@ -24,8 +25,8 @@ def resolve_kind(kind: str) -> str:
     if kind not in DEVICE_KINDS:
         raise ValueError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
     if kind == "auto":
-        return "cuda" if torch.cuda.is_available() else "emu"
-    if kind == "cuda" and not torch.cuda.is_available():
+        return "cuda" if CUDA_PRESENT else "emu"
+    if kind == "cuda" and not CUDA_PRESENT:
         raise ValueError("cuda was asked for but no CUDA device is available on this machine")
     return kind
 

@@ -28,6 +28,9 @@ class SyncKind(str, Enum):
     PAGEABLE_STAGED = "pageable_staged"
     EXPLICIT = "explicit"  # stream / event / device synchronize
     ALLOCATOR = "allocator"  # empty_cache returning cached blocks to the driver (cudaFree waits)
+    # a wait a detector saw whose kind the ledger failed to decide: recorded (and warned about
+    # once) instead of raising into the profiled program
+    UNCLASSIFIED = "unclassified"
 
     @property
     def is_sync(self) -> bool:
@@ -39,6 +42,10 @@ class SyncKind(str, Enum):
 
 
 Frame = tuple[str, int, str]  # (file, line, function)
+
+# Which part of the ledger saw a sync: a Python interceptor of the call, PyTorch's sync debug
+# mode, a CUPTI driver-API callback, or the emulated device's door.
+DETECTORS = ("interceptor", "sync_debug_mode", "cupti", "emulated")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,9 @@ class SyncEvent:
     step: int | None = None
     nbytes: int | None = None
     tags: tuple[tuple[str, str], ...] = ()
+    thread: str = ""  # the name of the thread that made it
+    pid: int = 0  # the process that made it (a followed child's own pid)
+    detector: str = ""  # one of DETECTORS
 
     @property
     def is_sync(self) -> bool:
@@ -60,6 +70,40 @@ class SyncEvent:
     @property
     def tag_dict(self) -> dict[str, str]:
         return dict(self.tags)
+
+    def to_json(self) -> dict[str, object]:
+        """A plain-JSON form (a followed child process spools its events this way)."""
+        return {
+            "kind": self.kind.value,
+            "op": self.op,
+            "region": self.region,
+            "location": self.location,
+            "function": self.function,
+            "stack": [list(f) for f in self.stack],
+            "step": self.step,
+            "nbytes": self.nbytes,
+            "tags": [list(t) for t in self.tags],
+            "thread": self.thread,
+            "pid": self.pid,
+            "detector": self.detector,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, object]) -> SyncEvent:
+        return cls(
+            kind=SyncKind(doc["kind"]),
+            op=str(doc["op"]),
+            region=str(doc["region"]),
+            location=str(doc["location"]),
+            function=str(doc["function"]),
+            stack=tuple((str(f), int(ln), str(fn)) for f, ln, fn in doc["stack"]),  # type: ignore[union-attr]
+            step=doc["step"],  # type: ignore[arg-type]
+            nbytes=doc["nbytes"],  # type: ignore[arg-type]
+            tags=tuple((str(k), str(v)) for k, v in doc["tags"]),  # type: ignore[union-attr]
+            thread=str(doc["thread"]),
+            pid=int(doc["pid"]),  # type: ignore[arg-type]
+            detector=str(doc["detector"]),
+        )
 
     def describe(self) -> str:
         where = f"{self.location} in {self.function}"
@@ -82,6 +126,7 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(__import__("torch").__file__)) + os
 _SYNC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIP_PREFIXES: tuple[str, ...] = (_TORCH_DIR, _SYNC_DIR)
 _SKIP_FILES: set[str] = {"<frozen runpy>", "<string>"}
+_SITE_SKIP = (_SYNC_DIR, os.path.abspath(__import__("warnings").__file__))
 _CWD = os.getcwd() + os.sep
 MAX_STACK_DEPTH = 16
 
@@ -101,6 +146,15 @@ def skip_frames_of(*filenames: str) -> None:
 
 def _short(filename: str) -> str:
     return filename[len(_CWD) :] if filename.startswith(_CWD) else filename
+
+
+def call_site(skip: int = 1) -> tuple[int, int] | None:
+    """Identity of the Python frame, and its instruction, that called into the ledger's hooks:
+    a CUPTI callback and the sync debug mode's warning raised by the same call see the same."""
+    frame: FrameType | None = sys._getframe(skip)
+    while frame is not None and frame.f_code.co_filename.startswith(_SITE_SKIP):
+        frame = frame.f_back
+    return None if frame is None else (id(frame), frame.f_lasti)
 
 
 def capture_stack(skip: int = 1) -> tuple[Frame, ...]:

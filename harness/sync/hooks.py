@@ -1,14 +1,21 @@
 """Interceptors for real CUDA: installed once per process, at the first ledger opened where CUDA
-is present; on a thread with no ledger open each costs one thread-local check.
+is present; on a thread no ledger records each costs one check.
 
 Intercepting every op in Python costs ~2x a metadata step's host time, so syncs are caught where
 they happen. PyTorch's sync debug mode, switched on while any ledger is open, reports implicit
 syncs (item, nonzero, blocking copies inside ops...) as warnings, caught here with the caller's
-stack. Wrappers around the copy entry points classify transfers by `harness.sync.rules` (the
-debug mode says nothing of non_blocking copies through pageable memory); wrappers around stream,
-event and device synchronize and `empty_cache` record those (the debug mode misses them). Each
-wrapper suppresses the warning its own call raises. Wrappers around indexing and around ops that
-read the device only name the op, and for indexing the kind of each wait (from the rules).
+stack; where CUPTI is attached (`harness.sync.cupti`) the driver's own synchronizing calls are
+the detector and a warning only names what CUPTI saw. Wrappers around the copy entry points
+classify transfers by `harness.sync.rules` from what the call did (the debug mode says nothing of
+non_blocking copies through pageable memory); wrappers around stream, event and device
+synchronize and `empty_cache` record those. Each wrapper suppresses the events its own call
+raises. Wrappers around indexing and around ops that read the device only name the op, and for
+indexing the kind of each wait (from the rules).
+
+Transparency comes first: every wrapper passes the call through with its own arguments,
+whatever PyTorch accepts now or later, and returns its result or raises its error unchanged. What
+the ledger cannot classify is recorded as `unclassified` with a warning (once per op), never
+raised into the program; and nothing is intercepted while torch.compile traces.
 """
 
 from __future__ import annotations
@@ -22,7 +29,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from harness.sync.events import SyncKind
+from harness.sync import cupti
+from harness.sync.classify import CALL, classification_failed, implicit_kind
+from harness.sync.events import SyncKind, call_site
+from harness.sync.platform import CUDA_PRESENT
 from harness.sync.record import record_sync
 from harness.sync.rules import (
     LINALG_EIGH_WAITS,
@@ -35,36 +45,24 @@ from harness.sync.rules import (
     getitem_kinds,
     setitem_kinds,
 )
-from harness.sync.state import STATE
+from harness.sync.state import STATE, watching
 
 _SYNC_WARNING = "called a synchronizing CUDA operation"
 _FILTER_MESSAGE = ".*" + _SYNC_WARNING
 _WARN = 1  # torch's sync debug mode "warn"
 _LOCK = threading.Lock()
-_cuda: bool | None = None  # whether this process has CUDA, looked up once
 _installed = False
 _open = 0  # ledgers open in this process, on any thread
 _saved_mode = 0
 _next_showwarning: Callable[..., None] = warnings.showwarning
-
-
-class _Call(threading.local):
-    """The indexing call being intercepted on this thread, to classify its waits lazily."""
-
-    def __init__(self) -> None:
-        self.rule: Callable[..., list[SyncKind]] | None = None
-        self.args: tuple[Any, ...] = ()
-        self.kinds: list[SyncKind] | None = None
-
-
-_CALL = _Call()
+_compiling = torch.compiler.is_compiling
 
 
 def _has_cuda() -> bool:
-    global _cuda
-    if _cuda is None:
-        _cuda = torch.cuda.is_available()
     return _cuda
+
+
+_cuda = CUDA_PRESENT
 
 
 def _get_debug_mode() -> int:
@@ -75,19 +73,36 @@ def _set_debug_mode(mode: int) -> None:
     torch._C._cuda_set_sync_debug_mode(mode)
 
 
-def ledger_opened() -> None:
-    """A ledger opened on this thread: install once, switch the debug mode on for the first."""
-    global _installed, _open, _saved_mode
-    if not _has_cuda():
-        return
+def install() -> None:
+    """Install the interceptors in this process (once; they pass everything through while no
+    ledger records the calling thread). Done by the first ledger where CUDA is present."""
+    global _installed
     with _LOCK:
         if not _installed:
             _install()
             _installed = True
+
+
+def detectors() -> tuple[str, ...]:
+    """The detectors that see this process's syncs on CUDA now (empty without CUDA)."""
+    if not (_has_cuda() and _installed):
+        return ()
+    found = ("interceptor", "sync_debug_mode")
+    return (*found, "cupti") if cupti.attached() else found
+
+
+def ledger_opened() -> None:
+    """A ledger opened: install once, switch the debug mode on and attach CUPTI for the first."""
+    global _open, _saved_mode
+    if not _has_cuda():
+        return
+    install()
+    with _LOCK:
         _open += 1
         if _open == 1:
             _saved_mode = _get_debug_mode()
             _set_debug_mode(_WARN)
+    cupti.attach()
     _hook_warnings()
 
 
@@ -112,18 +127,15 @@ def _hook_warnings() -> None:
         warnings.filterwarnings("always", message=_FILTER_MESSAGE, category=UserWarning)
 
 
-def _implicit_kind() -> SyncKind:
-    if _CALL.kinds is None and _CALL.rule is not None:
-        _CALL.kinds = _CALL.rule(*_CALL.args)
-    return _CALL.kinds.pop(0) if _CALL.kinds else SyncKind.D2H_READ
-
-
 def _showwarning(
     message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
 ) -> None:
     if _SYNC_WARNING in str(message):
-        if STATE.ledgers and not STATE.suppress:
-            record_sync(_implicit_kind(), "implicit")
+        try:
+            if watching() and not STATE.suppress and not cupti.claim(call_site(2)):
+                record_sync(implicit_kind(), "implicit", detector="sync_debug_mode")
+        except Exception as exc:  # never into the program
+            classification_failed("a sync debug mode warning", exc)
         if _saved_mode != _WARN:  # the user had not asked for these warnings themselves
             return
     _next_showwarning(message, category, filename, lineno, file, line)
@@ -132,12 +144,37 @@ def _showwarning(
 # ---- wrappers ---------------------------------------------------------------------------------
 
 
+def _watching() -> bool:
+    """A ledger records this thread, no interceptor records the call itself, the call is not one
+    the emulated device classifies (its own door records it), and torch.compile is not tracing."""
+    return watching() and not STATE.suppress and not STATE.emulated
+
+
+def _suppressed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    STATE.suppress += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        STATE.suppress -= 1
+
+
+def _record(op: str, classify: Callable[[], tuple[SyncKind | None, int | None]]) -> None:
+    """Record what `classify` decides about a call that already ran; a failure is recorded as
+    `unclassified`, never raised."""
+    try:
+        kind, nbytes = classify()
+    except Exception as exc:
+        kind, nbytes = classification_failed(op, exc), None
+    if kind is not None:
+        record_sync(kind, op, nbytes, skip=3)
+
+
 def _named(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Name the op of the warnings raised inside `fn` (kind d2h_read, from the debug mode)."""
+    """Name the op of the waits seen inside `fn` (kind d2h_read, from the debug mode or CUPTI)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not STATE.ledgers or STATE.op is not None:
+        if _compiling() or STATE.op is not None or not _watching():
             return fn(*args, **kwargs)
         STATE.op = op
         try:
@@ -152,26 +189,28 @@ def _indexing(op: str, fn: Callable[..., Any], rule: Callable[..., list[SyncKind
     """Name `t[...]` / `t[...] = v`, and classify its waits by `rule` when one is seen."""
 
     @functools.wraps(fn)
-    def wrapper(self: torch.Tensor, *args: Any) -> Any:
-        if not STATE.ledgers or STATE.op is not None or not self.is_cuda:
-            return fn(self, *args)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _compiling() or STATE.op is not None or not _watching():
+            return fn(self, *args, **kwargs)
+        if not getattr(self, "is_cuda", False):
+            return fn(self, *args, **kwargs)
         STATE.op = op
-        _CALL.rule, _CALL.args = rule, (self, *args)
+        CALL.rule, CALL.args = rule, (self, *args)
         try:
-            return fn(self, *args)
+            return fn(self, *args, **kwargs)
         finally:
             STATE.op = None
-            _CALL.rule = _CALL.kinds = None
+            CALL.rule = CALL.kinds = None
 
     return wrapper
 
 
 def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Record one `kind` sync per call of `fn` and swallow the warning it may raise."""
+    """Record one `kind` sync per call of `fn` and swallow the events it raises itself."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not STATE.ledgers:
+        if _compiling() or not _watching():
             return fn(*args, **kwargs)
         record_sync(kind, op)
         return _suppressed(fn, *args, **kwargs)
@@ -181,11 +220,17 @@ def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., 
 
 def _counted(op: str, waits: Callable[..., int], fn: Callable[..., Any]) -> Callable[..., Any]:
     """Record `waits(*args, **kwargs)` reads per call of `fn`, whose waits the debug mode misses
-    in part (the warnings it does raise are swallowed); 0: count its warnings as usual."""
+    in part (the events it does raise are swallowed); 0: record its waits as usual."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        n = waits(*args, **kwargs) if STATE.ledgers and not STATE.suppress else 0
+        if _compiling() or not _watching():
+            return fn(*args, **kwargs)
+        try:
+            n = waits(*args, **kwargs)
+        except Exception as exc:
+            classification_failed(op, exc)
+            n = 0
         if not n:
             return fn(*args, **kwargs)
         outer = STATE.op is None
@@ -202,8 +247,8 @@ def _counted(op: str, waits: Callable[..., int], fn: Callable[..., Any]) -> Call
     return wrapper
 
 
-def _unique_dim_waits(t: Any, *args: Any, dim: int | None = None, **kwargs: Any) -> int:
-    dim = args[3] if len(args) > 3 else dim
+def _unique_dim_waits(t: Any, *args: Any, **kwargs: Any) -> int:
+    dim = args[3] if len(args) > 3 else kwargs.get("dim")
     return UNIQUE_DIM_WAITS if dim is not None and getattr(t, "is_cuda", False) else 0
 
 
@@ -211,121 +256,139 @@ def _eigh_waits(t: Any, *args: Any, **kwargs: Any) -> int:
     return LINALG_EIGH_WAITS if getattr(t, "is_cuda", False) else 0
 
 
-def _suppressed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    STATE.suppress += 1
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        STATE.suppress -= 1
-
-
-def _transfer(kind: SyncKind | None, op: str, nbytes: int, fn: Callable[..., Any], *args, **kw):
-    if kind is not None:
-        record_sync(kind, op, nbytes)
-    return _suppressed(fn, *args, **kw)
-
-
-def _watching() -> bool:
-    """A ledger is open on this thread, no interceptor records the call itself, and the call is
-    not one the emulated device classifies (its own door records it)."""
-    st = STATE
-    return bool(st.ledgers) and not st.suppress and not st.emulated
-
-
 def _host(t: torch.Tensor) -> HostMemory:
     return HostMemory(t.is_pinned(), t.is_contiguous())
 
 
-def _wrap_to(fn: Callable[..., Any]) -> Callable[..., Any]:
+NonBlocking = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+
+
+def _non_blocking_at(position: int) -> NonBlocking:
+    """`non_blocking` passed by keyword or at `position`."""
+
+    def read(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        if "non_blocking" in kwargs:
+            return bool(kwargs["non_blocking"])
+        return bool(args[position]) if len(args) > position else False
+
+    return read
+
+
+def _to_non_blocking(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """`Tensor.to`'s overloads: by keyword, or the first positional bool (before `copy` in each)."""
+    if "non_blocking" in kwargs:
+        return bool(kwargs["non_blocking"])
+    return next((a for a in args if type(a) is bool), False)
+
+
+def _blocking(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return False
+
+
+_COPY_NON_BLOCKING = _non_blocking_at(1)  # copy_(src, non_blocking=False)
+
+
+def _moved(src: torch.Tensor, out: Any) -> tuple[str, str] | None:
+    """(from, to) device types when the call copied between host and a GPU, else None."""
+    if out is src:
+        return None
+    pair = (src.device.type, out.device.type)
+    return pair if pair in (("cpu", "cuda"), ("cuda", "cpu")) else None
+
+
+def _transfer_kind(
+    src: torch.Tensor, out: Any, non_blocking: bool
+) -> tuple[SyncKind | None, int | None]:
+    moved = _moved(src, out)
+    if moved is None:
+        return None, None
+    if moved[1] == "cuda":
+        return classify_h2d(src.nbytes, non_blocking, _host(src)), src.nbytes
+    return classify_d2h(src.nbytes, non_blocking, _host(out)), src.nbytes
+
+
+def _method_transfer(
+    op: str, fn: Callable[..., Any], non_blocking: NonBlocking
+) -> Callable[..., Any]:
+    """`Tensor.to` / `.cuda()` / `.cpu()`: classified from the tensor the call returned (its
+    device and pinned memory), with `non_blocking` read as the call passed it."""
+
     @functools.wraps(fn)
-    def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        first = args[0] if args else kwargs.get("device")
-        if first is None or isinstance(first, torch.dtype) or not _watching():
-            return fn(self, *args, **kwargs)  # a dtype conversion stays on its device
-        device, _dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if device is None or {self.device.type, device.type} != {"cpu", "cuda"}:
-            return fn(self, *args, **kwargs)  # no host-device copy (or not a real GPU)
-        if device.type == "cuda":
-            kind = classify_h2d(self.nbytes, non_blocking, _host(self))
-        else:  # Tensor.to(cpu, non_blocking=True) allocates pinned memory for its result
-            kind = classify_d2h(self.nbytes, non_blocking, HostMemory(pinned=non_blocking))
-        return _transfer(kind, "to", self.nbytes, fn, self, *args, **kwargs)
-
-    return to
-
-
-def _wrap_cpu(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def cpu(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if not _watching() or not self.is_cuda:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _compiling() or not _watching():
             return fn(self, *args, **kwargs)
-        kind = classify_d2h(self.nbytes, False, HostMemory(pinned=False))
-        return _transfer(kind, "cpu", self.nbytes, fn, self, *args, **kwargs)
+        out = _suppressed(fn, self, *args, **kwargs)
+        _record(op, lambda: _transfer_kind(self, out, non_blocking(args, kwargs)))
+        return out
 
-    return cpu
+    return wrapper
 
 
-def _wrap_cuda(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if not _watching() or self.is_cuda:
-            return fn(self, *args, **kwargs)
-        kind = classify_h2d(self.nbytes, bool(kwargs.get("non_blocking", False)), _host(self))
-        return _transfer(kind, "cuda", self.nbytes, fn, self, *args, **kwargs)
-
-    return cuda
+def _copy_kind(
+    dst: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[SyncKind | None, int | None]:
+    src = args[0] if args else kwargs["src"]
+    if not hasattr(src, "device"):  # a Python number fills the tensor: no transfer
+        return None, None
+    non_blocking = _COPY_NON_BLOCKING(args, kwargs)
+    if dst.is_cuda and src.device.type == "cpu":
+        memory = copy_host_memory(src, dst, src.is_pinned())
+        return classify_h2d(dst.nbytes, non_blocking, memory), dst.nbytes
+    if src.is_cuda and dst.device.type == "cpu":
+        memory = copy_host_memory(dst, src, dst.is_pinned())
+        return classify_d2h(dst.nbytes, non_blocking, memory), dst.nbytes
+    return None, None
 
 
 def _wrap_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
-        if not _watching() or not hasattr(src, "device"):  # torch rejects a non-tensor itself
-            return fn(self, src, non_blocking)
-        if self.is_cuda and src.device.type == "cpu":
-            memory = copy_host_memory(src, self, src.is_pinned())
-            kind = classify_h2d(self.nbytes, non_blocking, memory)
-        elif src.is_cuda and self.device.type == "cpu":
-            memory = copy_host_memory(self, src, self.is_pinned())
-            kind = classify_d2h(self.nbytes, non_blocking, memory)
-        else:
-            return fn(self, src, non_blocking)
-        return _transfer(kind, "copy_", self.nbytes, fn, self, src, non_blocking)
+    def copy_(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _compiling() or not _watching():
+            return fn(self, *args, **kwargs)
+        out = _suppressed(fn, self, *args, **kwargs)
+        _record("copy_", lambda: _copy_kind(self, args, kwargs))
+        return out
 
     return copy_
 
 
-def _from_host_data(op: str, fn: Callable[..., Any], device_of: Callable[..., Any]) -> Any:
-    """`torch.tensor(list, device=cuda)` and friends: a blocking copy from pageable memory."""
+def _from_host_kind(data: Any, out: Any) -> tuple[SyncKind | None, int | None]:
+    """`torch.tensor(data, device=cuda)` and friends: data that was not already on the GPU
+    came from host memory, copied in with a blocking copy."""
+    if not getattr(out, "is_cuda", False):
+        return None, None
+    if isinstance(data, torch.Tensor) and data.device.type != "cpu":
+        return None, None
+    return classify_h2d(out.nbytes, False, HostMemory(pinned=False)), out.nbytes
 
+
+def _from_host_data(op: str, fn: Callable[..., Any], data_at: int) -> Callable[..., Any]:
     @functools.wraps(fn)
     def factory(*args: Any, **kwargs: Any) -> Any:
-        device = device_of(*args, **kwargs)
-        data = args[1] if op == "new_tensor" else args[0] if args else kwargs.get("data")
-        if not _watching() or device is None or isinstance(data, torch.Tensor):
-            return fn(*args, **kwargs)
-        if torch.device(device).type != "cuda":
+        if _compiling() or not _watching():
             return fn(*args, **kwargs)
         out = _suppressed(fn, *args, **kwargs)
-        kind = classify_h2d(out.nbytes, False, HostMemory(pinned=False))
-        if kind is not None:
-            record_sync(kind, op, out.nbytes)
+        data = args[data_at] if len(args) > data_at else kwargs.get("data")
+        _record(op, lambda: _from_host_kind(data, out))
         return out
 
     return factory
 
 
-def _wrap_empty_cache(fn: Callable[[], None]) -> Callable[[], None]:
+def _wrap_empty_cache(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def empty_cache() -> None:
-        if not _watching():
-            return fn()
+    def empty_cache(*args: Any, **kwargs: Any) -> Any:
+        if _compiling() or not _watching():
+            return fn(*args, **kwargs)
         before = torch.cuda.memory_reserved()
-        _suppressed(fn)
-        released = before - torch.cuda.memory_reserved()
-        kind = classify_empty_cache(released)
-        if kind is not None:
-            record_sync(kind, "empty_cache", released)
-        return None
+        out = _suppressed(fn, *args, **kwargs)
+
+        def classify() -> tuple[SyncKind | None, int | None]:
+            released = before - torch.cuda.memory_reserved()
+            return classify_empty_cache(released), released
+
+        _record("empty_cache", classify)
+        return out
 
     return empty_cache
 
@@ -365,42 +428,57 @@ _NAMED_FUNCTIONS = (
 )
 
 
+def _patches() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
+    """(owner, attribute, wrapper maker) of every interceptor."""
+    T, cuda = torch.Tensor, torch.cuda
+    named = [(T, n, functools.partial(_named, n.strip("_"))) for n in _NAMED_METHODS]
+    named += [(torch, n, functools.partial(_named, n)) for n in _NAMED_FUNCTIONS]
+
+    def unique(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return _counted("unique", _unique_dim_waits, _named("unique", fn))
+
+    def getitem(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return _indexing("getitem", fn, lambda t, i: getitem_kinds(i, t.dim()))
+
+    def setitem(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return _indexing("setitem", fn, lambda t, i, v: setitem_kinds(i, t.dim(), v))
+
+    return [
+        *named,
+        (F, "one_hot", functools.partial(_named, "one_hot")),
+        (torch, "unique", unique),
+        *[
+            (torch.linalg, n, functools.partial(_counted, f"linalg_{n}", _eigh_waits))
+            for n in ("eigh", "eigvalsh")
+        ],
+        (T, "__getitem__", getitem),
+        (T, "__setitem__", setitem),
+        (T, "to", lambda fn: _method_transfer("to", fn, _to_non_blocking)),
+        (T, "cuda", lambda fn: _method_transfer("cuda", fn, _non_blocking_at(1))),
+        (T, "cpu", lambda fn: _method_transfer("cpu", fn, _blocking)),
+        (T, "copy_", _wrap_copy),
+        (torch, "tensor", lambda fn: _from_host_data("tensor", fn, 0)),
+        (torch, "as_tensor", lambda fn: _from_host_data("as_tensor", fn, 0)),
+        (T, "new_tensor", lambda fn: _from_host_data("new_tensor", fn, 1)),
+        (cuda, "synchronize", functools.partial(_recorded, SyncKind.EXPLICIT, "cuda.synchronize")),
+        (
+            cuda.Stream,
+            "synchronize",
+            functools.partial(_recorded, SyncKind.EXPLICIT, "Stream.synchronize"),
+        ),
+        (
+            cuda.Event,
+            "synchronize",
+            functools.partial(_recorded, SyncKind.EXPLICIT, "Event.synchronize"),
+        ),
+        (cuda, "empty_cache", _wrap_empty_cache),
+    ]
+
+
+PATCHED: list[tuple[Any, str]] = []  # what _install replaced, in order
+
+
 def _install() -> None:
-    T = torch.Tensor
-    for name in _NAMED_METHODS:
-        setattr(T, name, _named(name.strip("_"), getattr(T, name)))
-    for name in _NAMED_FUNCTIONS:
-        setattr(torch, name, _named(name, getattr(torch, name)))
-    F.one_hot = _named("one_hot", F.one_hot)
-    torch.unique = _counted("unique", _unique_dim_waits, _named("unique", torch.unique))
-    for name in ("eigh", "eigvalsh"):
-        fn = getattr(torch.linalg, name)
-        setattr(torch.linalg, name, _counted(f"linalg_{name}", _eigh_waits, fn))
-    T.__getitem__ = _indexing("getitem", T.__getitem__, lambda t, i: getitem_kinds(i, t.dim()))
-    T.__setitem__ = _indexing(
-        "setitem", T.__setitem__, lambda t, i, v: setitem_kinds(i, t.dim(), v)
-    )
-    T.to = _wrap_to(T.to)
-    T.cpu = _wrap_cpu(T.cpu)
-    T.cuda = _wrap_cuda(T.cuda)
-    T.copy_ = _wrap_copy(T.copy_)
-    for name in ("tensor", "as_tensor"):
-        setattr(torch, name, _from_host_data(name, getattr(torch, name), _device_kwarg))
-    T.new_tensor = _from_host_data("new_tensor", T.new_tensor, _new_tensor_device)
-    cuda = torch.cuda
-    cuda.synchronize = _recorded(SyncKind.EXPLICIT, "cuda.synchronize", cuda.synchronize)
-    cuda.Stream.synchronize = _recorded(
-        SyncKind.EXPLICIT, "Stream.synchronize", cuda.Stream.synchronize
-    )
-    cuda.Event.synchronize = _recorded(
-        SyncKind.EXPLICIT, "Event.synchronize", cuda.Event.synchronize
-    )
-    cuda.empty_cache = _wrap_empty_cache(cuda.empty_cache)
-
-
-def _device_kwarg(*args: Any, **kwargs: Any) -> Any:
-    return kwargs.get("device")
-
-
-def _new_tensor_device(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    return kwargs.get("device", self.device)
+    for owner, name, wrap in _patches():
+        setattr(owner, name, wrap(getattr(owner, name)))
+        PATCHED.append((owner, name))

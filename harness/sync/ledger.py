@@ -1,4 +1,5 @@
-"""The ledger: a context manager that records every host-device sync made by its thread."""
+"""The ledger: a context manager that records every host-device sync made by its thread, or by
+every thread of its process (and the children it forks)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
-from harness.sync import hooks
+from harness.sync import children, cupti, hooks
 from harness.sync.events import RegionEntry, SyncEvent, SyncKind
-from harness.sync.state import STATE
+from harness.sync.state import PROCESS_LEDGERS, STATE
+
+Scope = Literal["thread", "process"]
+SCOPES = ("thread", "process")
 
 
 @dataclass(frozen=True)
@@ -24,36 +30,67 @@ class LocationSummary:
 
 
 class SyncLedger:
-    """Records the syncs made by the thread that opens it, until it is closed.
+    """Records host-device syncs until it is closed: those of the thread that opens it
+    (`scope="thread"`, the default), or of every thread of the process (`scope="process"`, as
+    `python -m harness syncs` uses it: serving engines run their forward in worker threads).
 
-    Ledgers nest: an event is recorded in every ledger open on the thread. Non-blocking hazards
-    (`SyncKind.PAGEABLE_STAGED`) are recorded too but are not syncs: counts, budgets and totals
-    leave them out unless their kind is asked for by name. On CUDA the interceptors are
-    installed once per process, at the first ledger; opening and closing a ledger only flips
-    per-thread state (and PyTorch's sync debug mode while any ledger is open).
+    Either way the children the process forks are followed (`harness.sync.children`); processes
+    started otherwise are counted in `unfollowed_children`. Ledgers nest: an event is recorded
+    in every ledger that records its thread. Non-blocking hazards (`SyncKind.PAGEABLE_STAGED`)
+    are recorded too but are not syncs: counts, budgets and totals leave them out unless their
+    kind is asked for by name. On CUDA the interceptors are installed once per process, at the
+    first ledger; opening and closing a ledger only flips state (and PyTorch's sync debug mode
+    while any ledger is open). `detectors` says what saw the syncs.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, scope: Scope = "thread") -> None:
+        if scope not in SCOPES:
+            raise ValueError(f"SyncLedger: scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+        self.scope = scope
         self.events: list[SyncEvent] = []
         self.region_entries: list[RegionEntry] = []
+        self.children: list[int] = []  # pids of the followed (forked) children with events
+        self.unfollowed_children = 0  # processes started without fork while open
+        self.detectors: tuple[str, ...] = ()
         self._thread: int | None = None
+        self._spool: Path | None = None
+        self._spool_owner = 0
 
     def __enter__(self) -> SyncLedger:
         if self._thread is not None:
             raise RuntimeError("this SyncLedger is already open; use a new one to nest")
         self._thread = threading.get_ident()
-        STATE.ledgers.append(self)
+        children.install()
+        if self.scope == "process":
+            PROCESS_LEDGERS.append(self)
+        else:
+            STATE.ledgers.append(self)
         hooks.ledger_opened()
+        self.detectors = ("emulated",) if STATE.emulated else hooks.detectors()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if threading.get_ident() != self._thread:
+        if self.scope == "thread" and threading.get_ident() != self._thread:
             raise RuntimeError(
                 "SyncLedger closed on a different thread than the one that opened it; "
-                "a ledger only sees its own thread's syncs"
+                "a thread-scoped ledger only sees its own thread's syncs (scope='process' "
+                "sees every thread's)"
             )
         hooks.ledger_closed()
-        STATE.ledgers.remove(self)
+        if self.scope == "process":
+            PROCESS_LEDGERS.remove(self)
+        else:
+            STATE.ledgers.remove(self)
+        children.collect(self)
+
+    def describe_detectors(self) -> str:
+        """One line: what saw this ledger's syncs (and why CUPTI did not, on CUDA)."""
+        if not self.detectors:
+            return "detectors: none (no CUDA and no emulated device: nothing can sync)"
+        line = f"detectors: {', '.join(self.detectors)}"
+        if "interceptor" in self.detectors and "cupti" not in self.detectors:
+            line += f" (CUPTI {cupti.status()})"
+        return line
 
     # ---- queries -------------------------------------------------------------------------
     def count(
@@ -77,16 +114,31 @@ class SyncLedger:
         ]
         return sorted(rows, key=lambda r: (-r.count, *_location_key(r.location)))
 
+    def _process_notes(self) -> list[str]:
+        notes = []
+        threads = sorted({e.thread for e in self.events if e.thread})
+        if len(threads) > 1:
+            notes.append(f"from {len(threads)} threads: {', '.join(threads)}")
+        if self.children:
+            notes.append(f"{len(self.children)} forked child processes followed")
+        if self.unfollowed_children:
+            notes.append(
+                f"{self.unfollowed_children} child processes started without fork were not "
+                "followed (their syncs are not here)"
+            )
+        return notes
+
     def format_table(self, stack_depth: int = 3) -> str:
         rows = self.by_location()
+        notes = self._process_notes()
         if not rows:
-            return "no host-device syncs recorded"
+            return "\n".join(["no host-device syncs recorded", *notes])
         syncs = self.count()
         hazards = len(self.events) - syncs
         head = f"{syncs} syncs at {sum(SyncKind(r.kind).is_sync for r in rows)} locations"
         if hazards:
             head += f" (and {hazards} non-blocking hazards, not counted)"
-        lines = [head, f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location"]
+        lines = [head, *notes, f"{'count':>6}  {'kind':<15} {'op':<22} {'region':<28} location"]
         for r in rows:
             lines.append(
                 f"{r.count:>6}  {r.kind:<15} {r.op:<22} {r.region or '-':<28} {r.location}"
@@ -110,7 +162,15 @@ class SyncLedger:
             for r in self.by_location()
         ]
         total = self.count()
-        doc = {"total": total, "hazards": len(self.events) - total, "locations": rows}
+        doc = {
+            "total": total,
+            "hazards": len(self.events) - total,
+            "detectors": list(self.detectors),
+            "threads": sorted({e.thread for e in self.events if e.thread}),
+            "children_followed": self.children,
+            "children_not_followed": self.unfollowed_children,
+            "locations": rows,
+        }
         return json.dumps(doc, indent=2)
 
 

@@ -8,7 +8,7 @@ import torch
 
 from harness.sync import nvtx_ranges
 from harness.sync.events import RegionEntry
-from harness.sync.state import STATE
+from harness.sync.state import STATE, open_ledgers
 
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
@@ -38,9 +38,10 @@ class region:
         self.path = path
         regions.append(path)
         _PUSH(path)
-        if st.ledgers:
+        ledgers = open_ledgers()
+        if ledgers:
             entry = RegionEntry(path, st.step, st.tags)
-            for ledger in st.ledgers:
+            for ledger in ledgers:
                 ledger.region_entries.append(entry)
         if _profiler_enabled():
             self._label = torch.profiler.record_function(path)

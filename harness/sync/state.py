@@ -1,4 +1,5 @@
-"""Per-thread state shared by regions and ledgers: the region stack, the step, the tags."""
+"""State shared by regions and ledgers: per thread (the region stack, the step, the tags, the
+ledgers it opened) and per process (the ledgers that record every thread)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.regions: list[str] = []  # full paths, innermost last
-        self.ledgers: list[SyncLedger] = []
+        self.ledgers: list[SyncLedger] = []  # thread-scoped ledgers this thread opened
         self.timers: list[RegionTimer] = []
         self.step: int | None = None
         self.tags: tuple[tuple[str, str], ...] = ()
@@ -25,6 +26,20 @@ class _ThreadState(threading.local):
 
 
 STATE = _ThreadState()
+# Process-scoped ledgers: they record the syncs of every thread (appended and removed under the
+# hooks' lock; read without it, as a list swap is atomic).
+PROCESS_LEDGERS: list[SyncLedger] = []
+
+
+def open_ledgers() -> list[SyncLedger]:
+    """The ledgers that record this thread's syncs now: its own, then the process-wide ones."""
+    mine = STATE.ledgers
+    return mine + PROCESS_LEDGERS if PROCESS_LEDGERS else mine
+
+
+def watching() -> bool:
+    """Whether any ledger records this thread's syncs."""
+    return bool(STATE.ledgers or PROCESS_LEDGERS)
 
 
 def current_region() -> str:

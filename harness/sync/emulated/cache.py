@@ -1,4 +1,5 @@
-"""The emulated caching allocator: what `torch.cuda.empty_cache()` would hand back.
+"""The emulated caching allocator: what `torch.cuda.empty_cache()` would hand back, and what
+`memory_allocated` reports.
 
 Modelled: CUDA's caching allocator keeps every freed block reserved until `empty_cache`, which
 returns them with `cudaFree` (the host waits). So here every emulated-device allocation freed
@@ -11,24 +12,41 @@ emulated device can call an `empty_cache` a sync where CUDA finds nothing to ret
 from __future__ import annotations
 
 import weakref
-from functools import partial
 
 import torch
 
-_live: set[weakref.ref[torch.Tensor]] = set()  # the refs must live for their callbacks to run
+# id(values) -> (the weak reference that reports the free, bytes): keyed by id, since two
+# references to one tensor compare their referents (tensors) when they collide in a set
+_live: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
 _cached_bytes = 0
+_live_bytes = 0
+_peak_bytes = 0
 
 
-def _freed(nbytes: int, ref: weakref.ref[torch.Tensor]) -> None:
-    global _cached_bytes
-    _live.discard(ref)
-    _cached_bytes += nbytes
+def _freed(key: int, ref: weakref.ref[torch.Tensor]) -> None:
+    global _cached_bytes, _live_bytes
+    entry = _live.get(key)
+    if entry is None or entry[0] is not ref:
+        return
+    del _live[key]
+    _cached_bytes += entry[1]
+    _live_bytes -= entry[1]
 
 
 def track(elem: torch.Tensor) -> None:
-    """Note a new emulated tensor's values; a view's belong to its base, already noted."""
-    if elem._base is None:
-        _live.add(weakref.ref(elem, partial(_freed, elem.nbytes)))
+    """Note a new emulated tensor's values; a view's belong to its base, already noted, and
+    values wrapped twice are noted once."""
+    global _live_bytes, _peak_bytes
+    if elem._base is not None:
+        return
+    key = id(elem)
+    entry = _live.get(key)
+    if entry is not None and entry[0]() is elem:
+        return
+    nbytes = elem.nbytes
+    _live[key] = (weakref.ref(elem, lambda ref, key=key: _freed(key, ref)), nbytes)
+    _live_bytes += nbytes
+    _peak_bytes = max(_peak_bytes, _live_bytes)
 
 
 def release() -> int:
@@ -36,3 +54,20 @@ def release() -> int:
     global _cached_bytes
     released, _cached_bytes = _cached_bytes, 0
     return released
+
+
+def allocated_bytes() -> int:
+    return _live_bytes
+
+
+def reserved_bytes() -> int:
+    return _live_bytes + _cached_bytes
+
+
+def peak_bytes() -> int:
+    return _peak_bytes
+
+
+def reset_peak() -> None:
+    global _peak_bytes
+    _peak_bytes = _live_bytes

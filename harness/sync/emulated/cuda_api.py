@@ -1,4 +1,5 @@
-"""Stand-ins for torch.cuda's streams, events and synchronize calls on the emulated device.
+"""Stand-ins for torch.cuda's streams, events and synchronize calls on the emulated device, and
+for its device queries (`harness.sync.emulated.cuda_device`), while it claims `"cuda"`.
 
 Work on the emulated device completes at once, so waits return immediately; what matters is
 that each synchronize is recorded, exactly where CUDA would block the host.
@@ -13,7 +14,8 @@ from typing import Any
 
 import torch
 
-from harness.sync.emulated import cache
+from harness.sync.emulated import cache, cuda_device
+from harness.sync.emulated.tensor import reported_device
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import classify_empty_cache
@@ -22,7 +24,9 @@ from harness.sync.rules import classify_empty_cache
 class EmuStream:
     """A stream of the emulated device."""
 
-    device = torch.device("meta")
+    @property
+    def device(self) -> torch.device:
+        return reported_device()
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.priority = priority
@@ -109,29 +113,39 @@ def empty_cache() -> None:
         record_sync(kind, "empty_cache", released)
 
 
-_REPLACEMENTS = {
-    "Stream": EmuStream,
-    "Event": EmuEvent,
-    "current_stream": current_stream,
-    "default_stream": default_stream,
-    "stream": stream,
-    "synchronize": synchronize,
-    "empty_cache": empty_cache,
-}
-_SAVED: dict[str, Any] = {}
+def _replacements() -> list[tuple[Any, str, Any]]:
+    out: list[tuple[Any, str, Any]] = [
+        (torch.cuda, "Stream", EmuStream),
+        (torch.cuda, "Event", EmuEvent),
+        (torch.cuda, "current_stream", current_stream),
+        (torch.cuda, "default_stream", default_stream),
+        (torch.cuda, "stream", stream),
+        (torch.cuda, "synchronize", synchronize),
+        (torch.cuda, "empty_cache", empty_cache),
+    ]
+    out += [(torch.cuda, name, fn) for name, fn in cuda_device.QUERIES.items()]
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    if accelerator is not None:
+        out += [(accelerator, n, fn) for n, fn in cuda_device.ACCELERATOR.items()]
+        out.append((accelerator, "synchronize", synchronize))
+    return [(owner, name, value) for owner, name, value in out if hasattr(owner, name)]
+
+
+_SAVED: list[tuple[Any, str, Any]] = []
 
 
 def install() -> None:
-    """Replace torch.cuda's stream API with the stand-ins (process-wide, until `uninstall`)."""
+    """Replace torch.cuda's stream API and device queries with the stand-ins (process-wide,
+    until `uninstall`)."""
     if _SAVED:
         return
-    for name, value in _REPLACEMENTS.items():
-        _SAVED[name] = getattr(torch.cuda, name)
-        setattr(torch.cuda, name, value)
+    for owner, name, value in _replacements():
+        _SAVED.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
 
 
 def uninstall() -> None:
-    for name, value in _SAVED.items():
-        setattr(torch.cuda, name, value)
+    for owner, name, value in reversed(_SAVED):
+        setattr(owner, name, value)
     _SAVED.clear()
     del _STREAMS[1:]

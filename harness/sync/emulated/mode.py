@@ -3,11 +3,20 @@
 A torch-function mode sees the calls that never reach aten with a device tensor: factories
 (`device=`, `pin_memory=`), host-to-device moves (`to`, `cuda`, `new_tensor`), pinned memory, and
 the few composites whose CUDA behaviour differs from their CPU decomposition (`F.one_hot`). It
-also names each sync after the outermost torch call the user made (`item`, `getitem`, ...).
+also names each sync after the outermost torch call the user made (`item`, `getitem`, ...) and
+applies CUDA autocast's casts (`harness.sync.emulated.autocast`).
+
+The emulated device is the process's, like a GPU: while one is active, threads started in the
+meantime run on it too, the allocation kernels make emulated memory
+(`harness.sync.emulated.allocation`), and torch.compile runs its functions eagerly (Dynamo is
+disabled: a graph cannot hold a sync, so compiled code syncs where its eager code does, at
+graph breaks).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,12 +25,15 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from harness.sync.emulated import cuda_api, door, pinned
-from harness.sync.emulated.tensor import EMU_DEVICE, EmulationError, EmuTensor, nbytes
+from harness.sync.emulated import allocation, autocast, cuda_api, door, pinned
+from harness.sync.emulated.tensor import CLAIM, EMU_DEVICE, EmulationError, EmuTensor, nbytes
 from harness.sync.emulated.waits import one_hot_kinds
+from harness.sync.platform import CUDA_PRESENT
 from harness.sync.record import record_sync
 from harness.sync.rules import HostMemory, classify_h2d
 from harness.sync.state import STATE
+
+_DYNAMO_ENV = "TORCH_COMPILE_DISABLE"
 
 
 def _host_scalar(value: Any) -> Any:
@@ -57,6 +69,7 @@ class _EmuMode(TorchFunctionMode):
         if outer:
             STATE.op = name.strip("_") if name.startswith("__") else name
         try:
+            args, kwargs = autocast.cast_args(name, args, kwargs)
             handler = _HANDLERS.get(name)
             if handler is not None:
                 return handler(self, func, args, kwargs)
@@ -80,14 +93,35 @@ def _h2d(src: torch.Tensor, dtype: torch.dtype | None, non_blocking: bool, op: s
     return EmuTensor(out)
 
 
+def _to_target(args: tuple, kwargs: dict) -> tuple[Any, torch.dtype | None, bool, bool]:
+    """(device, dtype, non_blocking, copy) of `Tensor.to(*args, **kwargs)`, for any of its
+    overloads, read without re-parsing (keywords PyTorch adds later pass through untouched)."""
+    rest = list(args)
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    if rest and isinstance(rest[0], torch.Tensor):  # to(other, ...): its device and dtype
+        other = rest.pop(0)
+        device, dtype = other.device, other.dtype
+    elif rest and not isinstance(rest[0], (bool, torch.dtype)):
+        device = rest.pop(0)
+    if rest and isinstance(rest[0], torch.dtype):
+        dtype = rest.pop(0)
+    flags = [a for a in rest if type(a) is bool]  # (non_blocking, copy), in order
+    non_blocking = bool(kwargs.get("non_blocking", flags[0] if flags else False))
+    copy = bool(kwargs.get("copy", flags[1] if len(flags) > 1 else False))
+    return device, dtype, non_blocking, copy
+
+
 def _tensor_to(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
     self = args[0]
-    device, dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args[1:], **kwargs)
+    device, dtype, non_blocking, copy = _to_target(args[1:], kwargs)
     if not mode.wants_emu(device):
         return func(*args, **kwargs)
     if not isinstance(self, EmuTensor):
         return _h2d(self, dtype, non_blocking, "to")
-    return self if dtype in (None, self.dtype) else func(self, dtype=dtype)
+    if dtype in (None, self.dtype) and not copy:
+        return self
+    keep = {k: v for k, v in kwargs.items() if k == "memory_format"}
+    return func(self, dtype=dtype or self.dtype, copy=copy, **keep)
 
 
 def _tensor_cuda(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -96,7 +130,8 @@ def _tensor_cuda(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
         return self
     if not mode.claim_cuda:
         return func(*args, **kwargs)
-    return _h2d(self, None, bool(kwargs.get("non_blocking", False)), "cuda")
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    return _h2d(self, None, bool(non_blocking), "cuda")
 
 
 def _pin_memory(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -141,6 +176,15 @@ def _factory(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
     return _h2d(func(data, *args[1:], **kw), None, False, func.__name__)
 
 
+def _as_tensor(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
+    # as_tensor(data, dtype=None, device=None) also takes its dtype and device by position
+    names = ("data", "dtype", "device")
+    kw = {**dict(zip(names[1:], args[1:])), **kwargs}
+    if "device" in kw or "pin_memory" in kw:
+        return _factory(mode, func, args[:1], kw)
+    return func(*args, **kwargs)
+
+
 def _setitem(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
     self, index, value = args
     if isinstance(self, EmuTensor):
@@ -180,12 +224,84 @@ _HANDLERS: dict[str, Handler] = {
     "is_pinned": _is_pinned,
     "record_stream": _record_stream,
     "new_tensor": _new_tensor,
+    "as_tensor": _as_tensor,
     "one_hot": _one_hot,
 }
 
+
+# ---- the process's emulated device --------------------------------------------------------
+
 _LOCK = threading.Lock()
 _DEPTH = 0
-_STREAM_API = False
+_SAVED_DYNAMO: tuple[str | None, bool | None] | None = None
+_bootstrap_inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+
+@contextmanager
+def _on_this_thread(claim: bool) -> Iterator[None]:
+    STATE.emulated += 1
+    try:
+        with _EmuMode(claim):
+            yield
+    finally:
+        STATE.emulated -= 1
+
+
+def _thread_bootstrap(self: threading.Thread) -> None:
+    if not _DEPTH:  # the device ended before this thread started
+        return _bootstrap_inner(self)
+    with _on_this_thread(CLAIM.cuda):
+        return _bootstrap_inner(self)
+
+
+def _disable_dynamo() -> tuple[str | None, bool | None]:
+    saved_env = os.environ.get(_DYNAMO_ENV)
+    os.environ[_DYNAMO_ENV] = "1"  # for a Dynamo imported while the device is active
+    config = sys.modules.get("torch._dynamo.config")
+    saved = None if config is None else config.disable  # type: ignore[attr-defined]
+    if config is not None:
+        config.disable = True  # type: ignore[attr-defined]
+    return saved_env, saved
+
+
+def _restore_dynamo(saved: tuple[str | None, bool | None]) -> None:
+    saved_env, saved_flag = saved
+    if saved_env is None:
+        os.environ.pop(_DYNAMO_ENV, None)
+    else:
+        os.environ[_DYNAMO_ENV] = saved_env
+    config = sys.modules.get("torch._dynamo.config")
+    if config is not None:
+        config.disable = bool(saved_flag) if saved_flag is not None else saved_env == "1"  # type: ignore[attr-defined]
+
+
+def _start() -> None:
+    """The outermost emulated device of the process begins."""
+    global _SAVED_DYNAMO
+    allocation.install(cuda_too=False)
+    _SAVED_DYNAMO = _disable_dynamo()
+    threading.Thread._bootstrap_inner = _thread_bootstrap  # type: ignore[attr-defined]
+
+
+def _claim() -> None:
+    """From now until the last emulated device ends, code that says "cuda" runs on it."""
+    cuda_api.install()
+    CLAIM.cuda = True
+    allocation.install(cuda_too=not CUDA_PRESENT)
+
+
+def _stop() -> None:
+    """The last emulated device of the process ends."""
+    global _SAVED_DYNAMO
+    threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+    if _SAVED_DYNAMO is not None:
+        _restore_dynamo(_SAVED_DYNAMO)
+        _SAVED_DYNAMO = None
+    allocation.uninstall()
+    if CLAIM.cuda:
+        CLAIM.cuda = False
+        cuda_api.uninstall()
+    pinned.clear()
 
 
 @contextmanager
@@ -193,26 +309,23 @@ def emulated_device(claim_cuda: bool | None = None) -> Iterator[torch.device]:
     """Run CUDA-style code on the CPU; yields the device handle to use for device tensors.
 
     `claim_cuda` (default: when no CUDA device is present): code that says `"cuda"` runs on
-    the emulated device, and `torch.cuda`'s streams, events, synchronize and empty_cache are
-    emulated (process-wide) while any emulated device is active.
+    the emulated device, its tensors read `cuda:0` to Python, and `torch.cuda`'s device queries,
+    streams, events, synchronize and empty_cache are emulated (process-wide) while any emulated
+    device is active. Threads started while it is active run on it too.
     """
-    global _DEPTH, _STREAM_API
-    claim = (not torch.cuda.is_available()) if claim_cuda is None else claim_cuda
+    global _DEPTH
+    claim = (not CUDA_PRESENT) if claim_cuda is None else claim_cuda
     with _LOCK:
         _DEPTH += 1
-        if claim and not _STREAM_API:
-            cuda_api.install()
-            _STREAM_API = True
-    STATE.emulated += 1
+        if _DEPTH == 1:
+            _start()
+        if claim and not CLAIM.cuda:
+            _claim()
     try:
-        with _EmuMode(claim):
+        with _on_this_thread(claim):
             yield EMU_DEVICE
     finally:
-        STATE.emulated -= 1
         with _LOCK:
             _DEPTH -= 1
             if _DEPTH == 0:
-                if _STREAM_API:
-                    cuda_api.uninstall()
-                    _STREAM_API = False
-                pinned.clear()
+                _stop()

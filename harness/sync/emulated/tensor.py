@@ -1,13 +1,18 @@
 """`EmuTensor`: a tensor on the emulated device, and the host reads that bypass aten.
 
-Metadata says `meta` (a wrapper claiming `cuda` fails on CPU-only builds); `_elem` holds the real
-CPU values. Every aten op on it goes through one door (`harness.sync.emulated.door`). The few ways
+To PyTorch's C++ side it is a `meta` tensor (one whose C++ device is `cuda` fails on CPU-only
+builds: autograd and device guards look for a CUDA runtime); `_elem` holds the real CPU values.
+To Python code it is what it stands for: while the emulated device claims `"cuda"` (the default
+without a GPU) its `.device` reads `cuda:0` and `is_cuda` True, so code that branches on either
+(transformers, torch.amp, `torch.testing.assert_close`) takes its CUDA path; otherwise it reads
+`meta`. Every aten op on it goes through one door (`harness.sync.emulated.door`). The few ways
 Python reads device data without an aten op — `tolist`, `repr`/`print`, formatting, numpy — are
 overridden here so that they are device-to-host reads too, as on CUDA.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -20,6 +25,23 @@ from harness.sync.record import record_sync
 from harness.sync.state import STATE
 
 EMU_DEVICE = torch.device("meta")
+CLAIMED_DEVICE = torch.device("cuda", 0)
+
+
+class _Claim:
+    """Whether emulated tensors tell Python they are on `cuda:0` (set while claiming)."""
+
+    cuda = False
+
+
+CLAIM = _Claim()
+
+
+def reported_device() -> torch.device:
+    """The device Python code sees for emulated tensors now."""
+    return CLAIMED_DEVICE if CLAIM.cuda else EMU_DEVICE
+
+
 _DEFAULT_DTYPES = (torch.int64, torch.float32, torch.bool)  # repr names any other dtype
 
 
@@ -70,6 +92,32 @@ class EmuTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, _types, args=(), kwargs=None):  # type: ignore[override]
         return cls.door(func, args, kwargs or {})
 
+    # ---- what Python code sees of the device (C++ keeps `meta`) -----------------------------
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return CLAIMED_DEVICE if CLAIM.cuda else EMU_DEVICE
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return CLAIM.cuda
+
+    @property
+    def is_meta(self) -> bool:  # type: ignore[override]
+        return not CLAIM.cuda
+
+    def get_device(self) -> int:
+        return 0 if CLAIM.cuda else -1
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EmuTensor:
+        out = EmuTensor(copy.deepcopy(self._elem.detach(), memo))
+        out.requires_grad_(self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # pickling (torch.save, a multiprocessing queue) carries the values, as CUDA's does
+        return (_rebuild, (self._elem.detach(), self.requires_grad))
+
     # ---- host reads that do not go through an aten op -------------------------------------
     def tolist(self) -> Any:
         def read() -> Any:
@@ -101,6 +149,11 @@ class EmuTensor(torch.Tensor):
 
     def __array__(self, *_: object, **__: object) -> Any:
         return self.numpy()
+
+
+def _rebuild(values: torch.Tensor, requires_grad: bool) -> EmuTensor:
+    out = EmuTensor(values)
+    return out.requires_grad_(requires_grad) if requires_grad else out
 
 
 def is_emulated(x: torch.Tensor | torch.device | str | None) -> bool:
