@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from harness.sync.emulated import allocation, autocast, cuda_api, door, pinned
+from harness.sync.emulated import autocast, cuda_api, door, factories, pinned
 from harness.sync.emulated.tensor import CLAIM, EMU_DEVICE, EmulationError, EmuTensor, nbytes
 from harness.sync.emulated.waits import one_hot_kinds
 from harness.sync.platform import CUDA_PRESENT
@@ -278,7 +278,7 @@ def _restore_dynamo(saved: tuple[str | None, bool | None]) -> None:
 def _start() -> None:
     """The outermost emulated device of the process begins."""
     global _SAVED_DYNAMO
-    allocation.install(cuda_too=False)
+    factories.install(cuda_too=False)
     _SAVED_DYNAMO = _disable_dynamo()
     threading.Thread._bootstrap_inner = _thread_bootstrap  # type: ignore[attr-defined]
 
@@ -287,7 +287,7 @@ def _claim() -> None:
     """From now until the last emulated device ends, code that says "cuda" runs on it."""
     cuda_api.install()
     CLAIM.cuda = True
-    allocation.install(cuda_too=not CUDA_PRESENT)
+    factories.install(cuda_too=not CUDA_PRESENT)
 
 
 def _stop() -> None:
@@ -297,7 +297,7 @@ def _stop() -> None:
     if _SAVED_DYNAMO is not None:
         _restore_dynamo(_SAVED_DYNAMO)
         _SAVED_DYNAMO = None
-    allocation.uninstall()
+    factories.uninstall()
     if CLAIM.cuda:
         CLAIM.cuda = False
         cuda_api.uninstall()
