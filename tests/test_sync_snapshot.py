@@ -305,3 +305,13 @@ def test_an_option_without_a_mode_is_exit_2(pytester, project):
     result = run_inner(pytester, "--sync-snapshot-json", "v.json")
     assert result.ret == 2
     result.stderr.fnmatch_lines(["*--sync-snapshot-json: takes effect only with --sync-snapshot*"])
+
+
+def test_an_interrupted_session_writes_nothing(pytester, project):
+    pytester.makepyfile(test_z="def test_stop():\n    raise KeyboardInterrupt\n")
+    result = run_inner(pytester, "--sync-snapshot", "--sync-snapshot-json", "v.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert not (project / FILE).exists() and not (project / "v.json").exists()
+    result.stdout.fnmatch_lines(
+        ["*the session did not finish: no snapshot file or output written*"]
+    )

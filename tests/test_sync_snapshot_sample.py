@@ -55,3 +55,12 @@ def test_snapshot_cycle(pytester: pytest.Pytester, sample: Path) -> None:
     entry = json.loads(file.read_text())["tests"]["tests/test_paging.py::test_cu_seqlens"]
     assert entry == {"cu_seqlens": {"d2h_read item in cu_seqlens (tinyserve/paging.py)": 1}}
     run(pytester, "--sync-snapshot-strict").assert_outcomes(passed=5)
+
+
+def test_the_readme_shows_the_committed_file() -> None:
+    readme = (SAMPLE.parents[1] / "README.md").read_text()
+    section = readme[readme.index("The file, `.sync-snapshots.json`") :]
+    shown = section[
+        section.index("```json\n") + 8 : section.index("```\n", section.index("```json"))
+    ]
+    assert shown == (SAMPLE / SNAPSHOTS).read_text()

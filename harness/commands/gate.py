@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     took = f"{time.perf_counter() - t0:.1f} s on device {dh.kind}"
     failed = [s.name for s in verdict.suites if verdict.suite_status(s) == "failed"]
     if failed:
-        what = "differences (strict)" if args.strict else "regressions"
+        regressed = any(s.regressions for s in verdict.suites)
+        what = "regressions" if regressed else "differences (strict)"
         print(f"gate FAILED: {what} in {', '.join(failed)} ({took})", file=report)
         return 1
     warned = [s.name for s in verdict.suites if verdict.suite_status(s) == "warned"]

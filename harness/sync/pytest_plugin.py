@@ -74,12 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help=f"the snapshot file (default: {DEFAULT_NAME} in the rootdir)",
     )
-    for fmt in ("json", "junit", "markdown"):
+    for fmt, name in (("json", "JSON"), ("junit", "JUnit XML"), ("markdown", "Markdown")):
         group.addoption(
             f"--sync-snapshot-{fmt}",
             type=Path,
             metavar="FILE",
-            help=f"write the snapshots' verdict as {fmt.capitalize() if fmt != 'junit' else 'JUnit XML'}",
+            help=f"write the snapshots' verdict as {name}",
         )
 
 

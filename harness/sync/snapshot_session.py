@@ -36,6 +36,7 @@ from harness.sync.snapshot_file import (
 from harness.sync.snapshot_formats import Output, check_outputs, outputs, write_outputs
 from harness.sync.snapshot_verdict import (
     Change,
+    Locate,
     Suite,
     Tier,
     Verdict,
@@ -194,15 +195,16 @@ class SnapshotSession:
         if tier.status(suite.changes[before:]) == "failed":
             raise SyncSnapshotMismatch(case_text(Verdict(TOOL, tier, [suite]), suite, test))
 
-    def _entry(self, events: list[SyncEvent]) -> tuple[Entry, Any]:
+    def _entry(self, events: list[SyncEvent]) -> tuple[Entry, Locate]:
         """The test's syncs by region and site, and where each site is now (with a stack)."""
+        bases = self._bases()
         entry: Entry = {}
         where: dict[str, list[str]] = {}
         stacks: dict[str, tuple[str, ...]] = {}
         for e in events:
             if not e.is_sync:
                 continue
-            file, line = self._path(site_file(e.location)), e.location.rpartition(":")[2]
+            file, line = self._path(site_file(e.location), bases), e.location.rpartition(":")[2]
             site = signature(e.kind.value, e.op, file, e.function)
             sites = entry.setdefault(e.region, {})
             sites[site] = sites.get(site, 0) + 1
@@ -210,20 +212,21 @@ class SnapshotSession:
             if here not in where.setdefault(site, []):
                 where[site].append(here)
             stacks.setdefault(
-                site, tuple(frame_text(self._path(f), ln, fn) for f, ln, fn in e.stack)
+                site, tuple(frame_text(self._path(f, bases), ln, fn) for f, ln, fn in e.stack)
             )
         return entry, lambda site: (tuple(where.get(site, ())), stacks.get(site, ()))
 
-    def _path(self, file: str) -> str:
-        """A file as the snapshot keeps it: relative to the rootdir, else to the import path
-        entry that holds it (site-packages), so it reads the same on every machine."""
+    def _bases(self) -> list[Path]:
+        """What files are kept relative to: the rootdir, else the longest import path entry
+        that holds them (site-packages), so the file reads the same on every machine."""
+        entries = sorted(map(Path, filter(None, sys.path)), key=lambda b: -len(str(b)))
+        return [self.root, *entries]
+
+    def _path(self, file: str, bases: list[Path]) -> str:
         if file.startswith("<"):
             return file
         p = Path(file) if Path(file).is_absolute() else self.base / file
-        for base in [
-            self.root,
-            *sorted(map(Path, filter(None, sys.path)), key=lambda b: -len(str(b))),
-        ]:
+        for base in bases:
             if p.is_relative_to(base):
                 return p.relative_to(base).as_posix()
         return file
@@ -253,8 +256,9 @@ class SnapshotSession:
             suite.changes.append(Change(test, "test", n, None, text, False))
         self.verdict = Verdict(TOOL, tier, [suite])
         if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-            self.written = f"{suite.reference} left as it was (the session did not finish)"
-        elif self.opts.records:
+            self.written = "the session did not finish: no snapshot file or output written"
+            return
+        if self.opts.records:
             self._write(stale)
         write_outputs(self.verdict, self.outputs)
         if self.verdict.failed and session.exitstatus == pytest.ExitCode.OK:
@@ -291,7 +295,7 @@ class SnapshotSession:
         partial = set()
         for arg in self.config.args:
             if "::" in arg:
-                partial.add(self._path(str(self.base / arg.split("::", 1)[0])))
+                partial.add(self._path(str(self.base / arg.split("::", 1)[0]), [self.root]))
         stale = []
         for test in self.old.tests:
             if test in collected:
