@@ -21,7 +21,7 @@ SETUP :=
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 endif
 
-LINT_PATHS := harness kernels tests benchmarks
+LINT_PATHS := harness kernels tests benchmarks examples
 
 .PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check \
 	kernels-gpu metadata-bench clean

@@ -17,7 +17,9 @@ from harness.results.tables import COLUMNS
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
+from harness.sync.snapshot_verdict import Tier
 
+STRICT = Tier(strict=True)
 SETS = [
     "variants=[before, after]",
     "serving_mode=specv2",
@@ -59,7 +61,7 @@ def test_baseline_format(setup):
 def test_gate_passes_unchanged(setup, capsys):
     loaded, folder, dh = setup
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert not any(r.failed for r in res)
+    assert not res.failed
     assert "gate nonspec: ok" in capsys.readouterr().out
 
 
@@ -67,7 +69,7 @@ def test_gate_fails_on_planted_sync_and_names_line(setup, capsys, monkeypatch):
     loaded, folder, dh = setup
     monkeypatch.setattr(FakeWorld, "extra_sync", True)
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert res[0].failed
+    assert res.failed
     out = capsys.readouterr().out
     lines = Path(runner_fakes.__file__).read_text().splitlines()
     lineno = next(i for i, t in enumerate(lines, 1) if "# PLANTED" in t)
@@ -83,10 +85,10 @@ def test_gate_fewer_passes_with_note(setup, capsys, monkeypatch):
             c["syncs"] += 3  # the baseline now allows more than the code does
     (folder / "nonspec.json").write_text(json.dumps(data))
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert not res[0].failed and len(res[0].changes) == 3
+    assert not res.failed and len(res.suites[0].differences) == 3
     assert "can be tightened" in capsys.readouterr().out
-    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, strict=True)
-    assert res[0].failed and not res[0].regressions  # strict: fewer fails too
+    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, tier=STRICT)
+    assert res.failed and not res.suites[0].regressions  # strict: fewer fails too
     out = capsys.readouterr().out
     assert "CHANGED" in out and "(strict)" in out and "7 -> 4 syncs (fewer)" in out
 
@@ -117,7 +119,7 @@ def test_gate_fails_when_a_cell_starts_failing(setup, capsys, monkeypatch):
     loaded, folder, dh = setup
     monkeypatch.setattr(FakeWorld, "broken_variant", "after")
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert res[0].failed
+    assert res.failed
     out = capsys.readouterr().out
     assert "cell after/auto/4 now fails: RuntimeError at tests/runner_fakes.py:" in out
 
@@ -126,7 +128,7 @@ def test_time_pass_keys_do_not_stale_the_baseline(setup):
     _, folder, dh = setup
     loaded = [load_scenario("nonspec", [*SETS, "steps.time=7", "steps.time_emu=3"])]
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert not res[0].failed
+    assert not res.failed
 
 
 def _edit_baseline(folder: Path, edit) -> None:
@@ -159,8 +161,8 @@ def test_more_syncs_at_a_key_already_nonzero_fails(setup, capsys):
 
     _edit_baseline(folder, one_sync_fewer)
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert res[0].failed
-    assert res[0].regressions == [
+    assert res.failed
+    assert res.suites[0].regressions == [
         "after/mirror=auto/bs=32 DECODE path=eager region=step/metadata/eager: 3 -> 4 syncs "
         "(0.25 more per measured step)"
     ]
@@ -174,8 +176,8 @@ def test_more_syncs_at_a_key_already_nonzero_fails(setup, capsys):
 
 def test_strict_passes_when_nothing_changed(setup, capsys):
     loaded, folder, dh = setup
-    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, strict=True)
-    assert not res[0].failed and not res[0].changes
+    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, tier=STRICT)
+    assert not res.failed and not res.suites[0].differences
     assert "gate nonspec: ok" in capsys.readouterr().out
 
 
@@ -187,11 +189,11 @@ def test_strict_fails_when_a_cell_now_runs(setup, capsys):
 
     _edit_baseline(folder, was_failing)
     res = run_gate(loaded, folder, dh, fake_builder, show_progress=False)
-    assert not res[0].failed and res[0].changes == [
+    assert not res.failed and res.suites[0].differences == [
         "cell after/auto/4 now runs (baseline: RuntimeError in step (tests/runner_fakes.py))"
     ]
-    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, strict=True)
-    assert res[0].failed
+    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, tier=STRICT)
+    assert res.failed
 
 
 def test_strict_fails_when_syncs_move_to_another_site(setup):
@@ -204,9 +206,9 @@ def test_strict_fails_when_syncs_move_to_another_site(setup):
         events[sig.replace(" in step ", " in elsewhere ")] = n
 
     _edit_baseline(folder, other_function)
-    assert not run_gate(loaded, folder, dh, fake_builder, show_progress=False)[0].failed
-    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, strict=True)
-    assert res[0].failed and "at other sites" in res[0].changes[0]
+    assert not run_gate(loaded, folder, dh, fake_builder, show_progress=False).failed
+    res = run_gate(loaded, folder, dh, fake_builder, show_progress=False, tier=STRICT)
+    assert res.failed and "at other sites" in res.suites[0].differences[0]
 
 
 def test_baseline_of_a_scenario_that_is_gone_is_stale(setup):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from harness.gate.baseline import DEFAULT_DIR
 from harness.gate.run import chosen_scenarios, run_gate
 from harness.runner.device import DEVICE_CHOICES, open_device
 from harness.scenario import scenario_names
+from harness.sync.snapshot_formats import check_outputs, markdown, outputs, write_outputs
+from harness.sync.snapshot_verdict import Tier
 
 
 def configure_common(p: argparse.ArgumentParser) -> None:
@@ -40,6 +43,19 @@ def _configure(p: argparse.ArgumentParser) -> None:
         help="any difference from the baselines fails (exit 1), fewer syncs too: CI's gate, "
         "so a detector that goes blind cannot pass",
     )
+    p.add_argument(
+        "--warn-only",
+        action="store_true",
+        help="report what would fail, and exit 0 (a new gate, not yet trusted)",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the verdict as JSON")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML: a case per cell")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the verdict as a Markdown table (for a PR comment) on stdout, the report "
+        "on stderr",
+    )
 
 
 @command(
@@ -50,24 +66,40 @@ def _configure(p: argparse.ArgumentParser) -> None:
 )
 def run(args: argparse.Namespace) -> int:
     loaded = chosen_scenarios(args.scenarios)
+    outs = outputs(args.json, args.junit, None, ("--json", "--junit", "--markdown"))
+    check_outputs(outs)  # before the count passes, not after
+    tier = Tier(strict=args.strict, warn_only=args.warn_only)
+    report = sys.stderr if args.markdown else sys.stdout
     t0 = time.perf_counter()
     try:
         with open_device(args.device) as dh:
-            results = run_gate(
+            verdict = run_gate(
                 loaded,
                 args.baselines,
                 dh,
                 show_progress=False if args.no_progress else None,
-                strict=args.strict,
+                tier=tier,
+                report=report,
             )
     except KeyboardInterrupt:
         raise Interrupted("the gate stopped before a verdict; it writes nothing") from None
-    failed = [r.scenario for r in results if r.failed]
+    write_outputs(verdict, outs)
+    if args.markdown:
+        print(markdown(verdict), end="")
     took = f"{time.perf_counter() - t0:.1f} s on device {dh.kind}"
+    failed = [s.name for s in verdict.suites if verdict.suite_status(s) == "failed"]
     if failed:
-        what = "differences (strict)" if args.strict else "regressions"
-        print(f"gate FAILED: {what} in {', '.join(failed)} ({took})")
+        regressed = any(s.regressions for s in verdict.suites)
+        what = "regressions" if regressed else "differences (strict)"
+        print(f"gate FAILED: {what} in {', '.join(failed)} ({took})", file=report)
         return 1
+    warned = [s.name for s in verdict.suites if verdict.suite_status(s) == "warned"]
+    if warned:
+        print(f"gate passed (warn-only): would fail in {', '.join(warned)} ({took})", file=report)
+        return 0
     rule = "the same counts and outcomes as" if args.strict else "no more syncs than"
-    print(f"gate passed: {len(results)} scenario(s), {rule} the baselines ({took})")
+    print(
+        f"gate passed: {len(verdict.suites)} scenario(s), {rule} the baselines ({took})",
+        file=report,
+    )
     return 0

@@ -43,6 +43,8 @@ from harness.results.tables import COLUMNS
 from harness.runner.count_pass import PassRows
 from harness.scenario import LoadedScenario
 from harness.scenario.loader import REPO_ROOT
+from harness.sync.snapshot_file import read_json
+from harness.sync.snapshot_verdict import signature, site_file
 
 FORMAT = "dsv4-harness-baseline"
 FORMAT_VERSION = 3
@@ -83,17 +85,6 @@ def repo_relative(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
-
-
-def site_file(location: str) -> str:
-    """'path/x.py:120' -> 'path/x.py' (a location without a line number stays as it is)."""
-    file, sep, line = location.rpartition(":")
-    return file if sep and line.isdigit() else location
-
-
-def signature(kind: str, op: str, location: str, function: str) -> str:
-    """A sync site as the baseline keeps it: no line number, so moved code does not churn."""
-    return f"{kind} {op} in {function} ({site_file(location)})"
 
 
 def outcome_status(status: str, exception: str, location: str, function: str) -> str:
@@ -209,10 +200,7 @@ def load_baseline(path: Path) -> Baseline:
             "missing baseline; create it with `python -m harness baseline --device emu`",
             file=where,
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"malformed JSON ({exc})", file=where) from exc
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"not a baseline (format is not {FORMAT!r})", file=where, key="format")
     if data.get("format_version") != FORMAT_VERSION:
@@ -242,6 +230,8 @@ def load_baseline(path: Path) -> Baseline:
             n = entry["syncs"]
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise ValueError(f"syncs must be a non-negative integer, got {n!r}")
+            if key in counts:
+                raise ValueError(f"a second entry for key {dict(zip(KEY_FIELDS, key))}")
             counts[key] = n
             events[key] = Counter({str(s): int(c) for s, c in entry.get("events", {}).items()})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from harness.errors import InputError, Interrupted
 from harness.gate.baseline import (
@@ -14,12 +15,16 @@ from harness.gate.baseline import (
     to_json,
     write_baseline,
 )
-from harness.gate.compare import REMAKE, GateResult, compare, format_result
+from harness.gate.compare import REMAKE, compare
+from harness.results.run_folder import INCOMPLETE_MARKER
 from harness.runner.cells import WorldBuilder, build_scenario_world
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
 from harness.scenario.loader import display_path
+from harness.sync.snapshot_verdict import Tier, Verdict, suite_text
+
+TOOL = "harness gate"
 
 
 def chosen_scenarios(names: list[str] | None) -> list[LoadedScenario]:
@@ -58,8 +63,24 @@ def load_baselines(loaded: list[LoadedScenario], folder: Path) -> list[Baseline]
 
 
 def check_no_orphans(loaded: list[LoadedScenario], folder: Path) -> None:
-    """A baseline whose scenario is gone would never be checked again: stale (exit 2)."""
+    """A baseline whose scenario is gone would never be checked again: stale (exit 2). A run
+    folder or a file given for the baselines folder is named as such."""
     known = set(scenario_names()) | {ls.name for ls in loaded}
+    if folder.is_file():
+        raise InputError(
+            "a file, not a folder of <scenario>.json baselines (e.g. results/baselines)",
+            file=str(folder),
+            key="--baselines",
+        )
+    if (folder / INCOMPLETE_MARKER).exists() or (
+        (folder / "meta.json").is_file() and "meta" not in known
+    ):
+        raise InputError(
+            "a run folder (it holds meta.json), not a baselines folder: pass the folder of "
+            "<scenario>.json baselines (e.g. results/baselines)",
+            file=str(folder),
+            key="--baselines",
+        )
     for path in sorted(folder.glob("*.json")):
         if path.stem not in known:
             raise InputError(
@@ -75,22 +96,25 @@ def run_gate(
     dh: DeviceHandle,
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
-    strict: bool = False,
-) -> list[GateResult]:
+    tier: Tier | None = None,
+    report: TextIO | None = None,
+) -> Verdict:
+    """Count every scenario and compare; each scenario's report goes to `report` (default:
+    stdout) as soon as it is known."""
     baselines = load_baselines(loaded, folder)
-    results = []
+    verdict = Verdict(TOOL, tier or Tier(), [])
     for ls, base in zip(loaded, baselines):
         obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
         measured_only = dh.kind != base.data.get("device")
-        res = compare(ls, obs, base, measured_only=measured_only, strict=strict)
-        results.append(res)
-        print(format_result(res, str(base.path), obs.where_by_sig), flush=True)
+        suite = compare(ls, obs, base, measured_only=measured_only)
+        verdict.suites.append(suite)
+        print(suite_text(verdict, suite, "gate"), file=report or sys.stdout, flush=True)
     if dh.kind != base_device(baselines):
         print(
             f"note: baselines were made on {base_device(baselines)}, gated on {dh.kind}",
             file=sys.stderr,
         )
-    return results
+    return verdict
 
 
 def base_device(baselines: list[Baseline]) -> str:

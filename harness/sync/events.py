@@ -144,6 +144,13 @@ def skip_frames_of(*filenames: str) -> None:
     _SKIP_FILES.update(os.path.abspath(f) for f in filenames)
 
 
+def skip_frames_under(*folders: str) -> None:
+    """Treat every file under these folders as machinery too (e.g. a test runner's own)."""
+    global _SKIP_PREFIXES
+    new = (os.path.join(os.path.abspath(f), "") for f in folders)
+    _SKIP_PREFIXES += tuple(p for p in dict.fromkeys(new) if p not in _SKIP_PREFIXES)
+
+
 def _short(filename: str) -> str:
     return filename[len(_CWD) :] if filename.startswith(_CWD) else filename
 

@@ -1,55 +1,172 @@
-"""pytest integration: a `sync_ledger` fixture and a `@pytest.mark.max_syncs(n, kinds=None)` marker.
+"""pytest integration: a `sync_ledger` fixture, a `@pytest.mark.max_syncs(n, kinds=None)`
+marker, and sync snapshots (`--sync-snapshot`, see `harness.sync.snapshot_session`).
 
-Tests that use either run on the device `--sync-device auto|cuda|emu` names (default `auto`:
-CUDA when present, else the emulated device, where code that says `"cuda"` runs on the CPU), as
-`python -m harness syncs` does. The pytest header says which, once.
+Tests that use any of them run on the device `--sync-device auto|cuda|emu` names (default
+`auto`: CUDA when present, else the emulated device, where code that says `"cuda"` runs on the
+CPU), as `python -m harness syncs` does. The pytest header says which, once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
+from harness.errors import InputError
 from harness.sync.device import DEVICE_KINDS, resolve_kind
 from harness.sync.emulated import emulated_device
-from harness.sync.ledger import SyncLedger, max_syncs
+from harness.sync.events import skip_frames_of, skip_frames_under
+from harness.sync.ledger import SyncBudgetExceeded, SyncLedger, max_syncs
+from harness.sync.snapshot_file import DEFAULT_NAME
+from harness.sync.snapshot_session import (
+    SnapshotOptions,
+    SnapshotSession,
+    SyncSnapshotMismatch,
+    exit_on_input_error,
+)
+from harness.sync.snapshot_verdict import Tier
 
 _DEVICE = pytest.StashKey[str]()
+_SNAPSHOTS = pytest.StashKey["SnapshotSession | None"]()
+MODES = ("sync_snapshot", "sync_snapshot_update", "sync_snapshot_strict")
+# The frames of the test runner are never what caused a sync: stacks start at the test.
+RUNNER_PACKAGES = ("_pytest", "pytest", "pluggy", "xdist", "execnet")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("harness-sync").addoption(
+    group = parser.getgroup("harness-sync")
+    group.addoption(
         "--sync-device",
         choices=DEVICE_KINDS,
         default="auto",
-        help="device for tests using sync_ledger / max_syncs (auto: CUDA if present, else the "
-        "emulated device)",
+        help="device for tests using sync_ledger / max_syncs / sync snapshots (auto: CUDA if "
+        "present, else the emulated device)",
     )
+    group.addoption(
+        "--sync-snapshot",
+        action="store_true",
+        help="compare each test's host-device syncs with the snapshot file: more syncs fail, "
+        "fewer pass with a note; tests not in the file are added to it",
+    )
+    group.addoption(
+        "--sync-snapshot-update",
+        action="store_true",
+        help="rewrite the snapshot entries of the tests that pass, and drop stale ones",
+    )
+    group.addoption(
+        "--sync-snapshot-strict",
+        action="store_true",
+        help="any difference from the snapshot file fails (CI); the file is never written",
+    )
+    group.addoption(
+        "--sync-snapshot-warn-only",
+        action="store_true",
+        help="report what would fail, and pass",
+    )
+    group.addoption(
+        "--sync-snapshot-file",
+        type=Path,
+        metavar="PATH",
+        help=f"the snapshot file (default: {DEFAULT_NAME} in the rootdir)",
+    )
+    for fmt, name in (("json", "JSON"), ("junit", "JUnit XML"), ("markdown", "Markdown")):
+        group.addoption(
+            f"--sync-snapshot-{fmt}",
+            type=Path,
+            metavar="FILE",
+            help=f"write the snapshots' verdict as {name}",
+        )
 
 
+@pytest.hookimpl(tryfirst=True)  # bad input is then one line, before the terminal reporter starts
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "max_syncs(n, kinds=None): fail when the test makes more than n host-device syncs",
     )
+    skip_frames_under(*(os.path.dirname(m.__file__) for m in _runner_modules()))
+    if os.path.isfile(sys.argv[0]):
+        skip_frames_of(sys.argv[0])  # the `pytest` launcher script
     # a plugin registered late (from a conftest) has no option: its default then applies
     wanted = config.getoption("sync_device", default="auto")
     try:
         config.stash[_DEVICE] = resolve_kind(wanted)
     except ValueError as exc:
         raise pytest.UsageError(f"--sync-device {wanted}: {exc}") from None
+    config.stash[_SNAPSHOTS] = None
+    # the snapshot file and the outputs are checked before any worker starts or test runs
+    with exit_on_input_error():
+        opts = snapshot_options(config)
+        if opts is not None and not config.option.collectonly:
+            snapshots = SnapshotSession(
+                config, opts, config.stash[_DEVICE], lambda: _on_device(config)
+            )
+            config.stash[_SNAPSHOTS] = snapshots
+            config.pluginmanager.register(snapshots, "harness_sync_snapshots")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def _runner_modules() -> list:
+    return [
+        sys.modules[name]
+        for name in RUNNER_PACKAGES
+        if getattr(sys.modules.get(name), "__file__", None)
+    ]
+
+
+def snapshot_options(config: pytest.Config) -> SnapshotOptions | None:
+    """The snapshot options, checked; None when snapshots are off."""
+    on = [m for m in MODES if config.getoption(m, default=False)]
+    extras = ["file", "warn_only", "json", "junit", "markdown"]
+    given = [e for e in extras if config.getoption(f"sync_snapshot_{e}", default=None)]
+    if not on:
+        if given:
+            flags = ", ".join(f"--sync-snapshot-{e.replace('_', '-')}" for e in given)
+            raise InputError(
+                f"{flags}: takes effect only with --sync-snapshot, --sync-snapshot-update or "
+                "--sync-snapshot-strict"
+            )
+        return None
+    if "sync_snapshot_update" in on and "sync_snapshot_strict" in on:
+        raise InputError("--sync-snapshot-update and --sync-snapshot-strict: choose one")
+    # pytest is back in the invocation folder when the outputs are written, not always before
+    file = config.getoption("sync_snapshot_file", default=None)
+    return SnapshotOptions(
+        path=config.invocation_params.dir / file if file else config.rootpath / DEFAULT_NAME,
+        tier=Tier(
+            strict="sync_snapshot_strict" in on,
+            warn_only=bool(config.getoption("sync_snapshot_warn_only", default=False)),
+            updating="sync_snapshot_update" in on,
+        ),
+        json=config.getoption("sync_snapshot_json", default=None),
+        junit=config.getoption("sync_snapshot_junit", default=None),
+        markdown=config.getoption("sync_snapshot_markdown", default=None),
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
     if config.stash[_DEVICE] == "emu":
-        return (
+        lines = [
             "sync ledger: tests using sync_ledger or max_syncs run on the emulated device "
             "(CPU; code that says 'cuda' runs there)"
+        ]
+    else:
+        lines = [
+            "sync ledger: tests using sync_ledger or max_syncs run on CUDA "
+            f"({torch.cuda.get_device_name()})"
+        ]
+    session = config.stash[_SNAPSHOTS]
+    if session is not None:
+        tier = session.opts.tier.describe() or "record new tests"
+        lines.append(
+            f"sync snapshots: every test on device {session.device}, against "
+            f"{session.part.suite.reference} ({tier})"
         )
-    return f"sync ledger: tests using sync_ledger or max_syncs run on CUDA ({torch.cuda.get_device_name()})"
+    return lines
 
 
 def _on_device(config: pytest.Config) -> contextlib.AbstractContextManager[object]:
@@ -72,3 +189,17 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
     with _on_device(item.config), max_syncs(*marker.args, **marker.kwargs):
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[object]:
+    """A failure the plugin raised shows its message (the syncs, their sites and stacks), not a
+    traceback through the plugin."""
+    report = yield
+    exc = call.excinfo
+    if exc is not None and (
+        exc.errisinstance(SyncSnapshotMismatch)
+        or (exc.errisinstance(SyncBudgetExceeded) and item.get_closest_marker("max_syncs"))
+    ):
+        report.longrepr = str(exc.value)
+    return report
