@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -27,3 +28,73 @@ class StubTensor:
 
     def is_contiguous(self) -> bool:
         return self.contiguous
+
+
+class FakeCupti:
+    """The parts of NVIDIA's `cupti.cupti` module the CUPTI detector uses; `fire` makes the
+    subscribed callback run as the driver would, on entry to a call."""
+
+    SUBSCRIBER_PARAMS_SIZE = 64
+
+    class CallbackDomain:
+        DRIVER_API = 1
+
+    class ApiCallbackSite:
+        API_ENTER = 0
+        API_EXIT = 1
+
+    class driver_api_trace_cbid:
+        cuStreamSynchronize = 100
+        cuCtxSynchronize = 101
+        cuEventSynchronize = 102
+        cuMemcpyDtoH_v2 = 103
+        cuMemFree_v2 = 104
+        cuLaunchKernel = 200  # not a synchronizing call: never subscribed
+
+    class SubscriberParams:
+        struct_size = 0
+        subscriber_name = ""
+        ptr = 0
+
+    def __init__(self, refuse: Exception | None = None) -> None:
+        self.refuse = refuse
+        self.callback: Callable[..., None] | None = None
+        self.enabled: set[int] = set()
+        self.unsubscribed = 0
+
+    def subscribe_v2(self, callback: Callable[..., None], userdata: object, ptr: int) -> str:
+        if self.refuse is not None:
+            raise self.refuse
+        self.callback = callback
+        return "subscriber"
+
+    def enable_callback(self, enable: int, sub: object, domain: int, cbid: int) -> None:
+        self.enabled.add(cbid)
+
+    def unsubscribe(self, sub: object) -> None:
+        self.unsubscribed += 1
+
+    def fire(self, name: str, site: int = 0) -> None:
+        cbid = getattr(self.driver_api_trace_cbid, name)
+        if cbid in self.enabled and self.callback is not None:
+            self.callback(None, self.CallbackDomain.DRIVER_API, cbid, _CallbackData(site))
+
+
+@dataclass
+class _CallbackData:
+    callback_site: int
+
+
+def as_one_c_call(*steps: Callable[[], None]) -> None:
+    """Run `steps` (callables that add no frame of their own: partials of this file's or of C
+    functions) inside one call of a C function (`map`), as a CUDA op's driver callbacks and its
+    sync debug mode warning come from one call: they then share the caller's frame and
+    instruction, once this file's own frames are skipped (`SITE_SKIP_FILE`)."""
+    list(map(_run, steps))
+
+
+def _run(step: Callable[[], None]) -> None:
+    step()
+
+
+SITE_SKIP_FILE = __file__

@@ -1,7 +1,10 @@
 """`python -m harness syncs -- SCRIPT [ARGS...]`: any script under the ledger.
 
 The script runs as `__main__` on the chosen device; code that says `"cuda"` runs on the emulated
-device when that is chosen. Its syncs are printed by location afterwards, also when it fails:
+device when that is chosen. The ledger records every thread of the process (`--thread-only`:
+the main thread alone) and the children it forks; processes it starts otherwise are counted, not
+followed. Its syncs are printed by location afterwards, with the detectors that saw them, also
+when it fails:
 an exception prints the script's own traceback and gives exit 1; `sys.exit(...)` keeps its code
 (a message is printed and gives 1), as Python itself does.
 """
@@ -38,6 +41,11 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "--json", type=Path, help="also write the syncs, deduplicated by location, as JSON"
     )
     p.add_argument("--stack-depth", type=int, default=3, help="caller frames to print per location")
+    p.add_argument(
+        "--thread-only",
+        action="store_true",
+        help="record the main thread's syncs only (default: every thread of the process)",
+    )
     p.add_argument("script", help="the Python script to run (its own arguments follow)")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
 
@@ -94,11 +102,12 @@ def run(args: argparse.Namespace) -> int:
     saved_argv = sys.argv
     sys.argv = [str(script), *script_args]
     try:
-        with use_device(kind, claim_cuda=True) as info, SyncLedger() as ledger:
+        scope = "thread" if args.thread_only else "process"
+        with use_device(kind, claim_cuda=True) as info, SyncLedger(scope=scope) as ledger:
             code = _run_script(script)
     finally:
         sys.argv = saved_argv
-    print(f"device: {info.kind} ({info.name})", file=sys.stderr)
+    print(f"device: {info.kind} ({info.name}); {ledger.describe_detectors()}", file=sys.stderr)
     print(ledger.format_table(args.stack_depth))
     if args.json is not None:
         write_atomic(args.json, ledger.to_json())

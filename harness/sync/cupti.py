@@ -62,6 +62,7 @@ _names: dict[int, str] = {}  # callback id -> driver function
 _enter = 0  # CUPTI_API_ENTER
 _status = "not attached: no ledger has been opened on CUDA yet"
 _failures = 0
+_driver_calls = 0  # synchronizing driver calls seen, every thread, ledger or not
 
 
 class _Pending(threading.local):
@@ -76,6 +77,12 @@ _PENDING = _Pending()
 
 def attached() -> bool:
     return _subscriber is not None
+
+
+def driver_calls() -> int:
+    """How many synchronizing driver calls CUPTI has seen in this process (0 unattached): the
+    driver's own count, to hold a ledger's against."""
+    return _driver_calls
 
 
 def status() -> str:
@@ -153,14 +160,15 @@ def detach() -> None:
 
 
 def _callback(userdata: Any, domain: Any, cbid: int, cbdata: Any) -> None:
-    global _failures
+    global _failures, _driver_calls
     try:
         if int(cbdata.callback_site) != _enter:  # once per call, before it waits
             return
-        if STATE.suppress or not watching():
-            return
         name = _names.get(int(cbid))
         if name is None:
+            return
+        _driver_calls += 1
+        if STATE.suppress or not watching():
             return
         named = STATE.op is not None
         kind = implicit_kind() if named else SYNC_CALLS[name]

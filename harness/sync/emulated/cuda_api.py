@@ -30,9 +30,14 @@ class EmuStream:
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.priority = priority
+        self.cuda_stream = id(self)  # a handle, as torch.cuda.Stream has one
+        self.device_index = 0
 
     def synchronize(self) -> None:
         record_sync(SyncKind.EXPLICIT, "Stream.synchronize")
+
+    def is_capturing(self) -> bool:
+        return False  # the emulated device has no CUDA graphs to capture into
 
     def wait_event(self, event: EmuEvent) -> None:
         return None
@@ -127,7 +132,13 @@ def _replacements() -> list[tuple[Any, str, Any]]:
     accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
     if accelerator is not None:
         out += [(accelerator, n, fn) for n, fn in cuda_device.ACCELERATOR.items()]
-        out.append((accelerator, "synchronize", synchronize))
+        out += [
+            (accelerator, "synchronize", synchronize),
+            (accelerator, "current_stream", current_stream),
+            (accelerator, "set_stream", lambda stream: None),
+        ]
+    # no cuDNN behind the emulated device (asking torch.backends.cudnn would warn that)
+    out.append((torch.backends.cudnn, "is_acceptable", lambda tensor: False))
     return [(owner, name, value) for owner, name, value in out if hasattr(owner, name)]
 
 

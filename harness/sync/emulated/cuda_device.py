@@ -169,9 +169,20 @@ QUERIES: dict[str, Any] = {
     "manual_seed_all": manual_seed,
     "initial_seed": initial_seed,
 }
+
+
+def current_accelerator(check_available: bool = False) -> torch.device:
+    return torch.device("cuda")
+
+
 ACCELERATOR: dict[str, Any] = {
     "is_available": is_available,
     "device_count": device_count,
     "current_device_index": current_device,
-    "current_accelerator": lambda check_available=False: torch.device("cuda"),
+    "current_device_idx": current_device,
+    "set_device_index": set_device,
+    "set_device_idx": set_device,
+    "device_index": device,
+    "current_accelerator": current_accelerator,
+    "get_device_capability": lambda device=None: {"major": CAPABILITY[0], "minor": CAPABILITY[1]},
 }

@@ -20,11 +20,26 @@ from harness.sync.rules import HostMemory, classify_d2h, classify_h2d, copy_host
 
 aten = torch.ops.aten
 
-# ops whose index arguments may be host tensors: CUDA moves them to the device itself
-_HOST_INDICES_OK = frozenset(
-    {aten.index.Tensor, aten.index_put_.default, aten.index_put.default}
-    | {aten._index_put_impl_.default}
-)
+# Facts of the CUDA kernels that a CPU kernel cannot tell:
+# ops that may take some arguments (their positions) from host memory: CUDA moves index tensors
+# to the device itself
+_HOST_ARGS_OK: dict[Any, frozenset[int]] = {
+    aten.index.Tensor: frozenset({1}),
+    aten.index_put_.default: frozenset({1}),
+    aten.index_put.default: frozenset({1}),
+    aten._index_put_impl_.default: frozenset({1}),
+}
+# ops that must take some arguments from host memory: the packed-sequence ops read lengths and
+# batch sizes on the host, and fail on CUDA for device ones
+_HOST_ARGS_ONLY: dict[Any, frozenset[int]] = {
+    aten._pack_padded_sequence.default: frozenset({1}),
+    aten._pad_packed_sequence.default: frozenset({1}),
+}
+# ops that return some results in host memory (their positions)
+_HOST_RESULTS: dict[Any, frozenset[int]] = {
+    aten._pack_padded_sequence.default: frozenset({1}),  # batch_sizes
+    aten._pad_packed_sequence.default: frozenset({1}),  # lengths
+}
 
 
 def _check(func: Any, x: Any) -> None:
@@ -47,12 +62,20 @@ def _check(func: Any, x: Any) -> None:
 
 
 def _check_devices(func: Any, args: tuple, kwargs: dict) -> None:
-    """Host tensors may only be 0-dim scalars, or indices of the ops that move them."""
+    """Host tensors may only be 0-dim scalars, or the arguments CUDA takes from the host."""
+    host_only = _HOST_ARGS_ONLY.get(func, frozenset())
+    host_ok = _HOST_ARGS_OK.get(func, host_only)
     for i, x in enumerate((*args, *kwargs.values())):
+        if i in host_only and isinstance(x, EmuTensor):
+            raise EmulationError(
+                f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel requires "
+                "(this would fail on a GPU)"
+            )
+        if i in host_ok:
+            continue
         if isinstance(x, (list, tuple)):
-            if not (i == 1 and func in _HOST_INDICES_OK):
-                for y in x:
-                    _check(func, y)
+            for y in x:
+                _check(func, y)
         else:
             _check(func, x)
 
@@ -134,6 +157,9 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     if device is not None and torch.device(device).type == "cpu":
         return out  # e.g. torch.empty_like(t, device="cpu"): a host tensor
     own = {id(a._elem): a for a in args if isinstance(a, EmuTensor)}
+    host = _HOST_RESULTS.get(func)
+    if host is not None:
+        return type(out)(o if i in host else _wrap_result(o, own) for i, o in enumerate(out))
     return _wrap_result(out, own)
 
 

@@ -1,0 +1,137 @@
+"""The CUPTI detector's logic on a machine without a GPU: a stand-in for NVIDIA's cupti module
+calls the detector back as the driver would. One event per wait, whichever detectors see it."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from functools import partial
+
+import pytest
+from sync_fakes import SITE_SKIP_FILE, FakeCupti, as_one_c_call
+
+from harness.sync import SyncKind, SyncLedger, cupti, events, hooks
+from harness.sync.state import STATE
+
+SYNC_WARNING = UserWarning("called a synchronizing CUDA operation")
+
+
+@pytest.fixture
+def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
+    """A process with CUDA (interceptors and debug mode stubbed) and CUPTI attached."""
+    monkeypatch.setattr(hooks, "_cuda", True)
+    monkeypatch.setattr(hooks, "_installed", False)
+    monkeypatch.setattr(hooks, "_open", 0)
+    monkeypatch.setattr(hooks, "_install", lambda: None)
+    monkeypatch.setattr(hooks, "_get_debug_mode", lambda: 0)
+    monkeypatch.setattr(hooks, "_set_debug_mode", lambda mode: None)
+    monkeypatch.setattr(events, "_SITE_SKIP", (*events._SITE_SKIP, SITE_SKIP_FILE))
+    monkeypatch.setattr(events, "_SKIP_FILES", {*events._SKIP_FILES, SITE_SKIP_FILE})
+    fake = FakeCupti()
+    for name, value in (("_tried", False), ("_subscriber", None), ("_names", {})):
+        monkeypatch.setattr(cupti, name, value)
+    monkeypatch.setattr(cupti, "_load_api", lambda: fake)
+    monkeypatch.setattr(cupti, "detach", lambda: None)  # no atexit unsubscribe of the fake
+    yield fake
+    cupti._PENDING.events.clear()
+
+
+def test_only_synchronizing_calls_are_subscribed(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        pass
+    ids = FakeCupti.driver_api_trace_cbid
+    assert ids.cuStreamSynchronize in driver.enabled and ids.cuMemFree_v2 in driver.enabled
+    assert ids.cuLaunchKernel not in driver.enabled
+    assert "cupti" in led.detectors and "attached" in cupti.status()
+
+
+def test_a_sync_inside_an_extension_is_seen_at_the_python_line(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        driver.fire("cuStreamSynchronize")  # an extension's own cudaStreamSynchronize
+        driver.fire("cuStreamSynchronize", site=FakeCupti.ApiCallbackSite.API_EXIT)
+        driver.fire("cuLaunchKernel")
+    [event] = led.events
+    assert (event.kind, event.op, event.detector) == (
+        SyncKind.EXPLICIT,
+        "cuStreamSynchronize",
+        "cupti",
+    )
+    assert event.function == "test_a_sync_inside_an_extension_is_seen_at_the_python_line"
+
+
+def test_the_debug_mode_warning_of_the_same_call_renames_it_not_adds(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        as_one_c_call(
+            partial(driver.fire, "cuStreamSynchronize"), partial(warnings.warn, SYNC_WARNING)
+        )
+    assert [(e.kind, e.op, e.detector) for e in led.events] == [
+        (SyncKind.D2H_READ, "implicit", "cupti")
+    ]
+
+
+def test_a_warning_cupti_did_not_see_is_recorded_by_the_debug_mode(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        driver.fire("cuStreamSynchronize")  # an earlier, unrelated call
+        warnings.warn(SYNC_WARNING, stacklevel=1)  # another call: not the same wait
+    assert [(e.op, e.detector) for e in led.events] == [
+        ("cuStreamSynchronize", "cupti"),
+        ("implicit", "sync_debug_mode"),
+    ]
+
+
+def test_a_named_call_keeps_its_name_and_its_warning_is_consumed(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        STATE.op = "item"
+        try:
+            as_one_c_call(
+                partial(driver.fire, "cuMemcpyDtoH_v2"), partial(warnings.warn, SYNC_WARNING)
+            )
+        finally:
+            STATE.op = None
+    assert [(e.kind, e.op) for e in led.events] == [(SyncKind.D2H_READ, "item")]
+
+
+def test_an_interceptor_recording_its_own_call_silences_cupti(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        before = cupti.driver_calls()
+        STATE.suppress += 1
+        try:
+            driver.fire("cuCtxSynchronize")
+        finally:
+            STATE.suppress -= 1
+    assert led.events == [] and cupti.driver_calls() == before + 1
+
+
+def test_a_failing_callback_never_reaches_the_driver_call(driver: FakeCupti) -> None:
+    with SyncLedger() as led:
+        assert driver.callback is not None
+        with pytest.warns(RuntimeWarning, match="could not classify"):
+            driver.callback(None, 1, 100, object())  # no callback_site: the callback breaks
+    assert led.events == []
+
+
+@pytest.mark.parametrize(
+    "setup,status",
+    [
+        ("missing", "not installed"),
+        ("refused", "could not subscribe (RuntimeError: one subscriber only)"),
+        ("off", "off (HARNESS_SYNC_CUPTI=0)"),
+    ],
+)
+def test_without_cupti_the_ledger_says_why(
+    driver: FakeCupti, monkeypatch: pytest.MonkeyPatch, setup: str, status: str
+) -> None:
+    if setup == "missing":
+
+        def missing() -> None:
+            raise ImportError("No module named 'cupti'")
+
+        monkeypatch.setattr(cupti, "_load_api", missing)
+    elif setup == "refused":
+        driver.refuse = RuntimeError("one subscriber only")
+    else:
+        monkeypatch.setenv("HARNESS_SYNC_CUPTI", "0")
+    with SyncLedger() as led:
+        driver.fire("cuStreamSynchronize")
+    assert led.events == [] and "cupti" not in led.detectors
+    assert status in led.describe_detectors()
