@@ -156,7 +156,7 @@ def test_copies_and_pickles_keep_the_device_and_values() -> None:
 
 def test_threads_started_on_the_device_run_on_it_and_a_process_ledger_sees_them() -> None:
     def work() -> None:
-        torch.arange(4, device="cuda").sum().item()  # a factory saying "cuda": on the device
+        torch.arange(4).to("cuda").sum().item()  # moved to "cuda": onto the emulated device
 
     with emulated_device(), SyncLedger() as mine, SyncLedger(scope="process") as every:
         worker = threading.Thread(target=work, name="worker")
@@ -164,7 +164,11 @@ def test_threads_started_on_the_device_run_on_it_and_a_process_ledger_sees_them(
         worker.join()
         torch.ones(1, device="cuda").item()
     assert [e.thread for e in mine.events] == ["MainThread"]
-    assert sorted(e.thread for e in every.events) == ["MainThread", "worker"]
+    assert sorted((e.thread, e.kind.value) for e in every.events) == [
+        ("MainThread", "d2h_read"),
+        ("worker", "d2h_read"),
+        ("worker", "h2d_blocking"),
+    ]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

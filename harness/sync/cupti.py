@@ -168,7 +168,7 @@ def _callback(userdata: Any, domain: Any, cbid: int, cbdata: Any) -> None:
         if name is None:
             return
         _driver_calls += 1
-        if STATE.suppress or not watching():
+        if not watching():  # (inside an interceptor's own call, record_sync records nothing)
             return
         named = STATE.op is not None
         kind = implicit_kind() if named else SYNC_CALLS[name]
