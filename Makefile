@@ -68,8 +68,9 @@ trace: $(SETUP)
 notebooks: $(SETUP)
 	$(PY) -m harness notebooks $(RUN) $(ARGS)
 
-# GPU checks: the backend and the CUDA graphs against the emulated device, then the sync ledger
-# against physics and the profiler (its compact summary prints last). Each writes its tables
+# GPU checks: the backend and the CUDA graphs against the emulated device, the sync ledger
+# against physics and the profiler, the real-programs suite (ledger == CUPTI == expected), and the
+# emulated device's table of ops whose CUDA kernels wait. Each writes its tables
 # under $(GPU_OUT); all three run, and the target fails when any failed. Without a GPU it is
 # refused at once, before any set-up, and nothing is written.
 ifneq ($(filter gpu-check,$(MAKECMDGOALS)),)
@@ -82,6 +83,8 @@ gpu-check: $(SETUP)
 	$(PY) -m harness.checks.backend_gpu --out $(GPU_OUT)/backend || rc=1; \
 	$(PY) -m harness.checks.serving_gpu --out $(GPU_OUT)/serving || rc=1; \
 	$(PY) -m harness.checks.sync_gpu --out $(GPU_OUT)/sync $(ARGS) || rc=1; \
+	$(PY) -m harness.checks.programs_gpu --out $(GPU_OUT)/programs || rc=1; \
+	$(PY) -m harness.checks.op_table --out $(GPU_OUT)/op_table || rc=1; \
 	exit $$rc
 
 kernels-gpu: $(SETUP)

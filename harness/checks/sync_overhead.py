@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import SyncLedger, emulated_device, max_syncs, region
+from harness.sync import SyncLedger, cupti, emulated_device, max_syncs, region
 
 Mark = Callable[[str], contextlib.AbstractContextManager[object]]
 Step = Callable[[Mark], None]
@@ -144,7 +144,15 @@ def _host_configs(dev: torch.device) -> list[_Config]:
     ]
     if dev.type == "cuda":
         configs.append(_Config("sync_debug_warn", _sync_debug_warn, none, _no_mark))
+        # the same ledger with the CUPTI detector left out: CUPTI's own share of the cost
+        configs.append(_Config("ledger_without_cupti", _ledger_without_cupti, none, region))
     return configs
+
+
+@contextlib.contextmanager
+def _ledger_without_cupti() -> Iterator[None]:
+    with cupti.paused(), SyncLedger():
+        yield
 
 
 def _profiler_configs(post_ns: list[int]) -> list[_Config]:
@@ -160,6 +168,7 @@ STEP_CONFIGS = (
     "ledger_across_steps",
     "max_syncs_per_step",
     "sync_debug_warn",
+    "ledger_without_cupti",
     "plain_after_profiler",
     "profiler_loop",
 )
@@ -179,13 +188,6 @@ def _rows(config: str, samples: list[int]) -> list[Row]:
     return [
         {"config": config, "sample": i, "value": v, "unit": "ns"} for i, v in enumerate(samples)
     ]
-
-
-def plain_before_first_ledger(dev: torch.device, steps: int) -> list[Row]:
-    """The plain step before any ledger ran in this process (on CUDA: before the interceptors
-    were installed). Measure it first: installing is for the rest of the process."""
-    step = metadata_step(dev)
-    return _rows("plain_before_first_ledger", _time_steps(step, _no_mark, dev, steps, _none))
 
 
 def _interleaved(configs: list[_Config], dev: torch.device, steps: int, rounds: int) -> list[Row]:

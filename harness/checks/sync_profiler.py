@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.sync import cupti
+
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
@@ -93,7 +95,7 @@ def count_runtime_syncs(
     """
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=acts) as prof:
+    with cupti.paused(), torch.profiler.profile(activities=acts) as prof:
         fn()
         torch.cuda.synchronize()
     events = _events(prof)

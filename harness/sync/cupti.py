@@ -26,6 +26,8 @@ import dataclasses
 import os
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from harness.sync.classify import classification_failed, implicit_kind
@@ -157,6 +159,22 @@ def detach() -> None:
             warnings.warn(f"harness.sync: CUPTI unsubscribe failed: {exc}", RuntimeWarning, 2)
         _subscriber = None
         _status = "detached"
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Leave CUPTI to another tool for the block (the PyTorch profiler subscribes too), then
+    subscribe again."""
+    global _tried
+    was = attached()
+    detach()
+    try:
+        yield
+    finally:
+        if was:
+            with _lock:
+                _tried = False
+            attach(_api)
 
 
 def _callback(userdata: Any, domain: Any, cbid: int, cbdata: Any) -> None:

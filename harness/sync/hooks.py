@@ -21,6 +21,7 @@ raised into the program; and nothing is intercepted while torch.compile traces.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 
 from harness.sync import cupti
 from harness.sync.classify import CALL, classification_failed, implicit_kind
-from harness.sync.events import SyncKind, call_site
+from harness.sync.events import SyncKind, call_site, capture_stack
 from harness.sync.platform import CUDA_PRESENT
 from harness.sync.record import record_sync
 from harness.sync.rules import (
@@ -55,6 +56,7 @@ _installed = False
 _open = 0  # ledgers open in this process, on any thread
 _saved_mode = 0
 _next_showwarning: Callable[..., None] = warnings.showwarning
+_HOOKS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _compiling = torch.compiler.is_compiling
 
 
@@ -138,6 +140,11 @@ def _showwarning(
             classification_failed("a sync debug mode warning", exc)
         if _saved_mode != _WARN:  # the user had not asked for these warnings themselves
             return
+    elif filename.startswith(_HOOKS_DIR):
+        # raised inside a wrapped C function: Python names the wrapper's frame; show the caller's
+        caller = capture_stack(2)
+        if caller:
+            filename, lineno = caller[0][0], caller[0][1]
     _next_showwarning(message, category, filename, lineno, file, line)
 
 

@@ -12,7 +12,9 @@ facts of the CUDA kernels (the emulated device runs the CPU kernels, which read 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,8 +22,6 @@ import torch
 from harness.sync.emulated.tensor import EmuTensor
 from harness.sync.events import SyncKind
 from harness.sync.rules import (
-    LINALG_EIGH_WAITS,
-    UNIQUE_DIM_WAITS,
     IndexArg,
     ValueArg,
     index_kinds,
@@ -101,15 +101,36 @@ _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
     aten.repeat_interleave.Tensor: _repeat_interleave,
     aten.histc.default: _histc,
     aten.equal.default: _equal,
-    aten.bincount.default: _reads(2),  # case bincount: min (non-negative check) and max
-    aten.unique_dim.default: _reads(UNIQUE_DIM_WAITS),  # case unique_dim
-    aten._linalg_check_errors.default: _reads(1),  # cases linalg_inv, _cholesky, _solve, ...
-    aten._linalg_eigh.default: _reads(LINALG_EIGH_WAITS),  # cases linalg_eigh, linalg_eigvalsh
-    aten._linalg_svd.default: _reads(2),  # case linalg_svd
 }
+
+# Ops whose CUDA kernels wait a fixed number of times (bincount: its min and max; unique_dim;
+# cuSOLVER's info checks), derived on a GPU: cuda_op_waits.json beside this file.
+OP_TABLE = Path(__file__).with_name("cuda_op_waits.json")
+
+
+def load_op_table(path: Path = OP_TABLE) -> dict[str, int]:
+    """Aten op name ("aten::bincount") -> the host's waits per call on CUDA."""
+    return {name: int(n) for name, n in json.loads(path.read_text())["waits"].items()}
+
+
+for _name, _n in load_op_table().items():
+    _MEASURED[getattr(aten, _name.split("::", 1)[1]).default] = _reads(_n)
 
 
 _TAGGED: dict[Any, bool] = {}  # op -> whether its tags say it reads the device
+
+
+def reads_by_tags(func: Any) -> bool:
+    """Whether the op's tags say it reads the device (once per call)."""
+    tagged = _TAGGED.get(func)
+    if tagged is None:
+        tagged = _TAGGED[func] = any(tag in func.tags for tag in _READS_DEVICE)
+    return tagged
+
+
+def ruled_ops() -> frozenset[str]:
+    """The ops ("aten::name") whose waits come from a rule here rather than from their tags."""
+    return frozenset(f.overloadpacket._qualified_op_name for f in _MEASURED)
 
 
 def kinds(func: Any, args: tuple, kwargs: dict) -> list[SyncKind]:
@@ -117,10 +138,7 @@ def kinds(func: Any, args: tuple, kwargs: dict) -> list[SyncKind]:
     rule = _MEASURED.get(func)
     if rule is not None:
         return rule(args, kwargs)
-    tagged = _TAGGED.get(func)
-    if tagged is None:
-        tagged = _TAGGED[func] = any(tag in func.tags for tag in _READS_DEVICE)
-    return [D2H] if tagged else []
+    return [D2H] if reads_by_tags(func) else []
 
 
 def one_hot_kinds(num_classes: int) -> list[SyncKind]:

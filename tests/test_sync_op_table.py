@@ -1,0 +1,40 @@
+"""The emulated device's table of ops whose CUDA kernels wait, against what a GPU observed
+(synthetic observations here: the GPU check derives them with CUPTI)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.checks.op_table import compare, derived_table
+from harness.sync.emulated import waits
+
+TAGGED = {"aten::nonzero", "aten::_local_scalar_dense"}
+
+
+def _tagged(op: str) -> bool:
+    return op in TAGGED
+
+
+def test_the_table_drives_the_emulated_device() -> None:
+    table = waits.load_op_table()
+    assert table["aten::unique_dim"] == 3 and table["aten::bincount"] == 2
+    assert "aten::unique_dim" in waits.ruled_ops()
+
+
+def test_agreement_and_disagreement_with_the_gpu() -> None:
+    seen = {
+        "aten::nonzero": Counter({1: 4}),  # tags say one read: agrees
+        "aten::add": Counter({0: 9}),  # no wait: agrees
+        "aten::bincount": Counter({2: 1}),  # the table's 2: agrees
+        "aten::embedding_dense_backward": Counter({1: 3}),  # a CUDA-only wait nobody listed
+        "aten::index": Counter({0: 2, 1: 1}),  # argument-dependent: has a rule, not checked
+    }
+    rows = {
+        r.op: r for r in compare(seen, {"aten::bincount": 2}, _tagged, frozenset({"aten::index"}))
+    }
+    assert [op for op, r in rows.items() if not r.ok] == ["aten::embedding_dense_backward"]
+    assert rows["aten::index"].predicted is None
+    assert derived_table(list(rows.values()), _tagged) == {
+        "aten::bincount": 2,
+        "aten::embedding_dense_backward": 1,
+    }
