@@ -116,7 +116,7 @@ _CASTS: dict[str, Callable[[tuple, dict], tuple[tuple, dict]]] = {
 def cast_args(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments a call of torch function `name` runs with under CUDA autocast (unchanged
     when autocast is off, the op is not listed, or the call writes into `out=`)."""
-    if not torch._C._is_any_autocast_enabled() or not torch.is_autocast_enabled("cuda"):
+    if not torch.is_autocast_enabled("cuda"):
         return args, kwargs
     kind = policy().get(name.strip("_").removeprefix("r") if name.startswith("__") else name)
     if kind is None or "out" in kwargs:

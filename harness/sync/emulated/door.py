@@ -8,13 +8,15 @@ For each op: refuse device mixes a GPU would refuse; classify copies between hos
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from harness.sync.emulated import pinned
 from harness.sync.emulated.tensor import EmulationError, EmuTensor, nbytes
-from harness.sync.emulated.waits import kinds
+from harness.sync.emulated.waits import rule_for
+from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import HostMemory, classify_d2h, classify_h2d, copy_host_memory
 
@@ -61,16 +63,17 @@ def _check(func: Any, x: Any) -> None:
         )
 
 
-def _check_devices(func: Any, args: tuple, kwargs: dict) -> None:
+def _check_devices(plan: _Plan, args: tuple, kwargs: dict) -> None:
     """Host tensors may only be 0-dim scalars, or the arguments CUDA takes from the host."""
-    host_only = _HOST_ARGS_ONLY.get(func, frozenset())
-    host_ok = _HOST_ARGS_OK.get(func, host_only)
-    for i, x in enumerate((*args, *kwargs.values())):
-        if i in host_only and isinstance(x, EmuTensor):
-            raise EmulationError(
-                f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel requires "
-                "(this would fail on a GPU)"
-            )
+    func, host_only, host_ok = plan.func, plan.host_only, plan.host_ok
+    for i, x in enumerate((*args, *kwargs.values()) if kwargs else args):
+        if isinstance(x, EmuTensor):
+            if i in host_only:
+                raise EmulationError(
+                    f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel "
+                    "requires (this would fail on a GPU)"
+                )
+            continue
         if i in host_ok:
             continue
         if isinstance(x, (list, tuple)):
@@ -81,7 +84,7 @@ def _check_devices(func: Any, args: tuple, kwargs: dict) -> None:
 
 
 def _unwrap(x: Any) -> Any:
-    if isinstance(x, EmuTensor):
+    if type(x) is EmuTensor or isinstance(x, EmuTensor):
         return x._elem
     if isinstance(x, torch.device) and x.type == "meta":
         return torch.device("cpu")
@@ -145,20 +148,70 @@ _TRANSFERS: dict[Any, Callable[[tuple, dict], torch.Tensor]] = {
 }
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the door does with one aten op, worked out once per op."""
+
+    func: Any
+    run: Callable[..., Any]  # the op itself, past OpOverload's Python layer
+    name: str
+    transfer: Callable[[tuple, dict], torch.Tensor] | None
+    waits: Callable[[tuple, dict], list[SyncKind]] | None
+    host_ok: frozenset[int]
+    host_only: frozenset[int]
+    host_results: frozenset[int] | None
+
+
+_PLANS: dict[int, _Plan] = {}  # id(op) -> plan; the plan holds the op, so the id stays its
+
+
+def _plan(func: Any) -> _Plan:
+    host_only = _HOST_ARGS_ONLY.get(func, frozenset())
+    plan = _Plan(
+        func=func,
+        run=getattr(func, "_op", func),
+        name=func.overloadpacket.__name__,
+        transfer=_TRANSFERS.get(func),
+        waits=rule_for(func),
+        host_ok=_HOST_ARGS_OK.get(func, host_only),
+        host_only=host_only,
+        host_results=_HOST_RESULTS.get(func),
+    )
+    _PLANS[id(func)] = plan
+    return plan
+
+
+def _own(out: Any, args: tuple) -> Any:
+    """The result as a device tensor: the caller's own wrapper when the op returned an input."""
+    for a in args:
+        if type(a) is EmuTensor and a._elem is out:
+            return a
+    return EmuTensor(out)
+
+
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
-    _check_devices(func, args, kwargs)
-    transfer = _TRANSFERS.get(func)
-    if transfer is not None:
-        return transfer(args, kwargs)
-    for kind in kinds(func, args, kwargs):
-        record_sync(kind, func.overloadpacket.__name__)
-    out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
-    device = kwargs.get("device")
-    if device is not None and torch.device(device).type == "cpu":
-        return out  # e.g. torch.empty_like(t, device="cpu"): a host tensor
+    plan = _PLANS.get(id(func)) or _plan(func)
+    _check_devices(plan, args, kwargs)
+    if plan.transfer is not None:
+        return plan.transfer(args, kwargs)
+    if plan.waits is not None:
+        for kind in plan.waits(args, kwargs):
+            record_sync(kind, plan.name)
+    uargs = [a._elem if type(a) is EmuTensor else _unwrap(a) for a in args]
+    out = (
+        plan.run(*uargs, **{k: _unwrap(v) for k, v in kwargs.items()})
+        if kwargs
+        else plan.run(*uargs)
+    )
+    if kwargs:
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type == "cpu":
+            return out  # e.g. torch.empty_like(t, device="cpu"): a host tensor
+    if type(out) is torch.Tensor:
+        return _own(out, args)
     own = {id(a._elem): a for a in args if isinstance(a, EmuTensor)}
-    host = _HOST_RESULTS.get(func)
-    if host is not None:
+    if plan.host_results is not None:
+        host = plan.host_results
         return type(out)(o if i in host else _wrap_result(o, own) for i, o in enumerate(out))
     return _wrap_result(out, own)
 

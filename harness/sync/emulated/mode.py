@@ -64,21 +64,25 @@ class _EmuMode(TorchFunctionMode):
 
     def __torch_function__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        outer = STATE.op is None
+        known = _SEEN.get(func)
+        if known is None:
+            known = _SEEN[func] = _describe(func)
+        name, op, handler = known
+        st = STATE
+        outer = st.op is None
         if outer:
-            STATE.op = name.strip("_") if name.startswith("__") else name
+            st.op = op
         try:
-            args, kwargs = autocast.cast_args(name, args, kwargs)
-            handler = _HANDLERS.get(name)
+            if _any_autocast():
+                args, kwargs = autocast.cast_args(name, args, kwargs)
             if handler is not None:
                 return handler(self, func, args, kwargs)
-            if "device" in kwargs or "pin_memory" in kwargs:
+            if kwargs and ("device" in kwargs or "pin_memory" in kwargs):
                 return _factory(self, func, args, kwargs)
             return func(*args, **kwargs)
         finally:
             if outer:
-                STATE.op = None
+                st.op = None
 
 
 Handler = Callable[[_EmuMode, Any, tuple, dict], Any]
@@ -213,6 +217,17 @@ def _one_hot(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
     return EmuTensor(func(labels._elem, num_classes))
 
 
+_any_autocast = torch._C._is_any_autocast_enabled
+
+
+def _describe(func: Any) -> tuple[str, str, Handler | None]:
+    """(name, the op name events take, its handler) of a torch function, worked out once."""
+    name = getattr(func, "__name__", "")
+    op = name.strip("_") if name.startswith("__") else name
+    return name, op, _HANDLERS.get(name)
+
+
+_SEEN: dict[Any, tuple[str, str, Handler | None]] = {}
 # by name: on a GPU machine the CUDA interceptors may have replaced these with wrappers
 _HANDLERS: dict[str, Handler] = {
     "where": _where,

@@ -133,12 +133,18 @@ def ruled_ops() -> frozenset[str]:
     return frozenset(f.overloadpacket._qualified_op_name for f in _MEASURED)
 
 
-def kinds(func: Any, args: tuple, kwargs: dict) -> list[SyncKind]:
-    """The waits of one aten call on CUDA, in order."""
+def _one_read(args: tuple, kwargs: dict) -> list[SyncKind]:
+    return [D2H]
+
+
+def rule_for(func: Any) -> Callable[[tuple, dict], list[SyncKind]] | None:
+    """How to tell the waits of one call of aten op `func` on CUDA, in order (None: it never
+    waits)."""
     rule = _MEASURED.get(func)
     if rule is not None:
-        return rule(args, kwargs)
-    return [D2H] if reads_by_tags(func) else []
+        return rule
+    return _one_read if reads_by_tags(func) else None
+
 
 
 def one_hot_kinds(num_classes: int) -> list[SyncKind]:
