@@ -7,11 +7,13 @@ import time
 from pathlib import Path
 
 from harness.cli import command
-from harness.errors import Interrupted
+from harness.errors import Interrupted, stop_signal
 from harness.gate.baseline import DEFAULT_DIR
 from harness.gate.run import chosen_scenarios, run_gate
 from harness.runner.device import DEVICE_CHOICES, open_device
-from harness.scenario import scenario_names
+from harness.runner.preflight import check_single_rank
+from harness.scenario import LoadedScenario, scenario_names
+from harness.scenario.loader import display_path
 
 
 def configure_common(p: argparse.ArgumentParser) -> None:
@@ -32,6 +34,12 @@ def configure_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def check_count_passes(loaded: list[LoadedScenario], device_kind: str) -> None:
+    """Before any count pass: every scenario can run here (harness.runner.preflight)."""
+    for ls in loaded:
+        check_single_rank(ls.scenario, "count", device_kind, display_path(ls.path))
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
     configure_common(p)
     p.add_argument(
@@ -44,8 +52,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 
 @command(
     "gate",
-    help="compare every scenario's sync counts with results/baselines "
-    "(exit 0 ok, 1 regression, 2 bad input, 130 interrupted)",
+    help="compare every scenario's sync counts with results/baselines",
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         with open_device(args.device) as dh:
+            check_count_passes(loaded, dh.kind)
             results = run_gate(
                 loaded,
                 args.baselines,
@@ -60,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
                 show_progress=False if args.no_progress else None,
                 strict=args.strict,
             )
-    except KeyboardInterrupt:
-        raise Interrupted("the gate stopped before a verdict; it writes nothing") from None
+    except KeyboardInterrupt as exc:
+        raise Interrupted(
+            "the gate stopped before a verdict; it writes nothing", stop_signal(exc)
+        ) from None
     failed = [r.scenario for r in results if r.failed]
     took = f"{time.perf_counter() - t0:.1f} s on device {dh.kind}"
     if failed:
