@@ -110,6 +110,10 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_line(refused, tmp_path):
     assert "not UTF-8: byte 0xe9 at line 2, column 17" in err
     err = refused(_file(tmp_path, "model: flash\ndescription: a\x01b\n"))
     assert "at line 2: character U+0001" in err
+    # a command line's byte that is not UTF-8 reaches Python as a lone surrogate
+    assert "--set: description: not UTF-8: byte 0xe9 at line 1" in refused(
+        "nonspec", "description=caf\udce9"
+    )
 
 
 def test_a_context_too_short_for_the_prompts_is_refused_before_any_pass(refused):

@@ -67,6 +67,8 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
         line = text.count("\n", 0, exc.position) + 1
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte of a command line that is not UTF-8
+            return f"not UTF-8: byte 0x{code - 0xDC00:02x} at line {line}"
         return f"not valid YAML at line {line}: character U+{code:04X} ({exc.reason})"
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}" if mark is not None else ""
