@@ -45,13 +45,14 @@ def test_sigterm_during_bench_is_143_and_the_folder_says_why(tmp_path, capsys, m
         raise AssertionError("SIGTERM did not stop the pass")
 
     monkeypatch.setattr("harness.runner.bench.run_count_pass", terminated)
+    before = signal.getsignal(signal.SIGTERM)
     assert main([*BENCH, "--out", str(tmp_path)]) == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # main leaves it as it found it
     folder, meta = _stopped_folder(tmp_path)
     line = _one_line(capsys.readouterr().err.split("emulated: host times only)\n", 1)[1])
     assert line == f"terminated (SIGTERM): run folder left incomplete: {folder}"
     assert meta["stopped"] == "terminated (SIGTERM)"
     assert "terminated (SIGTERM)" in (folder / INCOMPLETE_MARKER).read_text()
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main leaves it as it found it
 
 
 def test_a_full_disk_while_bench_writes_is_exit_3_naming_the_file(tmp_path, capsys, monkeypatch):
