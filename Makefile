@@ -23,6 +23,11 @@ endif
 
 LINT_PATHS := harness kernels tests benchmarks examples
 
+# A value as one shell word, whatever it holds (spaces, quotes, non-ASCII): 'it'\''s'.
+quote = '$(subst ','\'',$(1))'
+# RUN is optional (empty: the newest complete run), so it is passed only when given.
+RUN_ARG = $(if $(RUN),$(call quote,$(RUN)))
+
 .PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check \
 	kernels-gpu metadata-bench clean
 
@@ -51,22 +56,22 @@ format: $(SETUP)
 	$(PY) -m ruff check --fix $(LINT_PATHS)
 
 bench: $(SETUP)
-	$(PY) -m harness bench --scenario $(SCENARIO) --device $(DEVICE) $(ARGS)
+	$(PY) -m harness bench --scenario $(call quote,$(SCENARIO)) --device $(call quote,$(DEVICE)) $(ARGS)
 
 gate: $(SETUP)
-	$(PY) -m harness gate --device $(GATE_DEVICE) $(ARGS)
+	$(PY) -m harness gate --device $(call quote,$(GATE_DEVICE)) $(ARGS)
 
 baseline: $(SETUP)
 	$(PY) -m harness baseline --device emu $(ARGS)
 
 report: $(SETUP)
-	$(PY) -m harness report $(RUN) $(ARGS)
+	$(PY) -m harness report $(RUN_ARG) $(ARGS)
 
 trace: $(SETUP)
-	$(PY) -m harness trace $(RUN) $(ARGS)
+	$(PY) -m harness trace $(RUN_ARG) $(ARGS)
 
 notebooks: $(SETUP)
-	$(PY) -m harness notebooks $(RUN) $(ARGS)
+	$(PY) -m harness notebooks $(RUN_ARG) $(ARGS)
 
 # GPU checks: the backend and the CUDA graphs against the emulated device, the sync ledger
 # against physics and the profiler, the real-programs suite (ledger == CUPTI == expected), and the
@@ -80,21 +85,21 @@ endif
 endif
 gpu-check: $(SETUP)
 	@rc=0; \
-	$(PY) -m harness.checks.backend_gpu --out $(GPU_OUT)/backend || rc=1; \
-	$(PY) -m harness.checks.serving_gpu --out $(GPU_OUT)/serving || rc=1; \
-	$(PY) -m harness.checks.sync_gpu --out $(GPU_OUT)/sync $(ARGS) || rc=1; \
-	$(PY) -m harness.checks.programs_gpu --out $(GPU_OUT)/programs || rc=1; \
-	$(PY) -m harness.checks.op_table --out $(GPU_OUT)/op_table || rc=1; \
+	$(PY) -m harness.checks.backend_gpu --out $(call quote,$(GPU_OUT)/backend) || rc=1; \
+	$(PY) -m harness.checks.serving_gpu --out $(call quote,$(GPU_OUT)/serving) || rc=1; \
+	$(PY) -m harness.checks.sync_gpu --out $(call quote,$(GPU_OUT)/sync) $(ARGS) || rc=1; \
+	$(PY) -m harness.checks.programs_gpu --out $(call quote,$(GPU_OUT)/programs) || rc=1; \
+	$(PY) -m harness.checks.op_table --out $(call quote,$(GPU_OUT)/op_table) || rc=1; \
 	exit $$rc
 
 kernels-gpu: $(SETUP)
-	$(PY) benchmarks/kernels_gpu.py --out $(GPU_OUT)/kernels $(ARGS)
+	$(PY) benchmarks/kernels_gpu.py --out $(call quote,$(GPU_OUT)/kernels) $(ARGS)
 
 metadata-bench: $(SETUP)
-	mkdir -p $(GPU_OUT)
+	mkdir -p $(call quote,$(GPU_OUT))
 	$(PY) -m pytest benchmarks/test_metadata_bench.py -q --benchmark-only \
 		--benchmark-max-time=0.2 --benchmark-min-rounds=30 \
-		--benchmark-json=$(GPU_OUT)/metadata_bench.json $(ARGS)
+		--benchmark-json=$(call quote,$(GPU_OUT)/metadata_bench.json) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

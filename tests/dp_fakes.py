@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from harness.dp.cells import build_dp_world
 
@@ -48,3 +49,23 @@ def dying_builder(sc, cell, device, site):
 
 def dying_builder_peer_busy(sc, cell, device, site):
     return DyingWorld(build_dp_world(sc, cell, device, site), site.rank, busy=True)
+
+
+BLOCKED_FLAG = "HARNESS_TEST_BLOCKED_FLAG"  # environment: a file rank 0 makes as it blocks
+
+
+class BlockingWorld(DyingWorld):
+    """Rank 0 waits in a barrier that rank 1 never joins, while rank 1 waits in the exchange
+    for rank 0: both blocked in C++, where no Python signal handler runs, until a timeout."""
+
+    def step(self):
+        if self.inner.world.step_count == DIES_AT_STEP and self.rank == 0:
+            import torch.distributed as dist
+
+            Path(os.environ[BLOCKED_FLAG]).touch()
+            dist.barrier()
+        return self.inner.step()
+
+
+def blocking_builder(sc, cell, device, site):
+    return BlockingWorld(build_dp_world(sc, cell, device, site), site.rank)

@@ -29,21 +29,21 @@ class FakeWorld:
         with (
             tags(forward_mode="DECODE", path="capture"),
             region("step"),
-            region("metadata/out_graph"),
+            region("metadata", "out_graph"),
         ):
             self.seq_lens.sum().item()
 
     def step(self) -> int:
         eager = self.cell.batch_size > EAGER_ABOVE
         with tags(forward_mode="DECODE", path="eager" if eager else "graph"), region("step"):
-            with region("scheduler/mirror"):
+            with region("scheduler", "mirror"):
                 if self.cell.variant == "before":
                     self.seq_lens.cpu()
             if self.cell.variant == FakeWorld.broken_variant:
                 raise RuntimeError("broken on purpose")
             if self.cell.variant == "before" and self.cell.mirror == "absent":
                 assert_mirror(None)
-            with region("metadata/eager" if eager else "metadata/out_graph"):
+            with region("metadata", "eager" if eager else "out_graph"):
                 if eager:
                     self.seq_lens.max().item()
                 if FakeWorld.extra_sync:

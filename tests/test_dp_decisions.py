@@ -267,7 +267,7 @@ def test_a_pass_the_launcher_stops_still_has_its_outcome(monkeypatch):
     from harness.runner.device import DeviceHandle
 
     def stopped(view, dh, builder):  # the SIGTERM came outside the cell's own failure handling
-        raise dpjob.RankStopped("stopped by the launcher (SIGTERM): another rank failed")
+        raise dpjob.RankStopped("stopped by SIGTERM")
 
     monkeypatch.setitem(dpjob.PASSES, "count", stopped)
     loaded = load_scenario("dp_attention")

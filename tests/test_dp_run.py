@@ -149,6 +149,30 @@ def test_dp_figures_and_trace(run):
     assert ends and all(len(v) == 2 and max(v) - min(v) < 0.01 for v in ends.values())
 
 
+def test_dp_figures_01_and_02_label_ranks_and_wrap_their_panels(run):
+    """A DP run's cells differ by rank (rank 0 decodes 4 requests, rank 1 is idle): not a
+    batch-size trend, and its 4 cells' panels wrap instead of standing in one row."""
+    data = load_run(run)
+    fig = FIGURES["syncs_by_region"].draw(data)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any("rank 0 (batch 4)" in t for t in titles) and any(
+        "rank 1 (idle)" in t for t in titles
+    )
+    assert not any("batch size" in t for t in titles)
+    fig = FIGURES["syncs_vs_batch"].draw(data)
+    drawn = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert {ax.get_xlabel() for ax in drawn} == {"DP-attention rank"}
+    ticks = {t.get_text() for ax in drawn for t in ax.get_xticklabels()}
+    assert ticks == {"rank 0\n(batch 4)", "rank 1\n(idle)"}
+    assert all(
+        not line.get_linestyle() or line.get_linestyle() == "None"
+        for ax in drawn
+        for line in ax.get_lines()
+    )
+    columns = {round(ax.get_position().x0, 2) for ax in drawn}
+    assert len(columns) <= 3 and fig.get_figwidth() <= 3 * 5.5
+
+
 @pytest.mark.parametrize(
     ("builder", "stopped_by"),
     # rank 0 waits in the exchange when its peer dies (the collective fails, or the launcher's

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -71,3 +72,34 @@ def test_make_gate_exit_status_is_as_documented(tmp_path):
     readme = (REPO / "README.md").read_text()
     assert "make: *** [Makefile:NN: gate] Error 1" in readme
     assert "`make` itself exits 2" in readme
+
+
+@pytest.mark.parametrize(
+    ("target", "variable", "option"),
+    [
+        ("report", "RUN", None),
+        ("trace", "RUN", None),
+        ("notebooks", "RUN", None),
+        ("bench", "SCENARIO", "--scenario"),
+        ("gate", "GATE_DEVICE", "--device"),
+    ],
+)
+def test_values_with_spaces_quotes_and_non_ascii_reach_the_command_as_one_word(
+    target, variable, option
+):
+    """What the shell makes of each recipe line (`make -n`, split as a POSIX shell splits):
+    the value is one argument, whatever it holds."""
+    value = "results/ü dir/it's a run"
+    done = _make("-n", target, f"{variable}={value}", "ARGS=--extra 'two words'")
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if "-m harness" in x)
+    argv = shlex.split(line)
+    at = argv.index(value)  # ValueError where the shell would split it
+    assert argv[at - 1] == (option or target)
+    assert argv[-2:] == ["--extra", "two words"]  # ARGS still split into its arguments
+
+
+def test_an_empty_run_is_no_argument():
+    """`make report` without RUN: the newest complete run, so no (empty) argument at all."""
+    line = next(x for x in _make("-n", "report").stdout.splitlines() if "-m harness" in x)
+    assert shlex.split(line)[-1] == "report"

@@ -88,7 +88,6 @@ def test_changed_stacks_are_refused(run, capsys):
 def test_run_without_checksums_is_refused(run):
     meta = json.loads((run / "meta.json").read_text())
     del meta["sha256"]
-    meta["result_format_version"] = 2
     (run / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(InputError, match=r"counts\.csv: meta\.json records no checksum"):
         read_table(run, "counts")

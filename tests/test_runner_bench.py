@@ -178,7 +178,8 @@ def test_compare_cli(run, tmp_path, capsys):
     assert "Syncs per measured step" in capsys.readouterr().out
     half = tmp_path / "half"
     half.mkdir()
-    (half / "meta.json").write_text('{"complete": false}')
+    meta = json.loads((run / "meta.json").read_text())
+    (half / "meta.json").write_text(json.dumps({**meta, "complete": False}))
     assert main(["compare", str(run), str(half)]) == 2
     assert "incomplete" in capsys.readouterr().err
 

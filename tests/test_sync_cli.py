@@ -69,7 +69,7 @@ def test_script_exception_is_its_own_traceback_exit_1_and_syncs_still_print(
         ("sys.exit('no lengths given')\n", 1, "no lengths given"),
         ("sys.exit(3)\n", 3, None),
         ("sys.exit()\n", 0, None),
-        ("raise KeyboardInterrupt\n", 130, "interrupted"),
+        ("raise KeyboardInterrupt\n", 130, "interrupted (Ctrl-C)"),
     ],
 )
 def test_script_exit_keeps_its_code_and_message(

@@ -30,7 +30,7 @@ def test_regions_nest_and_events_carry_path_step_and_tags() -> None:
         set_step(7)
         with region("step"):
             assert current_region() == "step"
-            with region("metadata/out_graph"), tags(forward_mode="DECODE", path="graph"):
+            with region("metadata", "out_graph"), tags(forward_mode="DECODE", path="graph"):
                 assert current_region() == "step/metadata/out_graph"
                 x.sum().item()
             with region("forward"):

@@ -118,9 +118,9 @@ class DeepseekV4AttnBackend:
         if batch.forward_mode.is_idle() and self.config.spec_configured:
             self.forward_metadata = None  # MTP idle: nothing to build
             return
-        with region("metadata/build"):
+        with region("metadata", "build"):
             md = self._build_forward_metadata(batch)
-        with region("metadata/eager"):
+        with region("metadata", "eager"):
             self.forward_metadata = self._complete(md)
 
     def _build_forward_metadata(self, batch: ForwardBatch) -> AnyMetadata:
@@ -309,9 +309,9 @@ class DeepseekV4AttnBackend:
     def init_forward_metadata_out_graph(
         self, batch: ForwardBatch, in_capture: bool = False
     ) -> None:
-        with region("metadata/out_graph"):
+        with region("metadata", "out_graph"):
             bucket, temp = self._out_graph_build_capture_d2h(batch, in_capture)
-        with region("metadata/copy"):
+        with region("metadata", "copy"):
             self.replay_cuda_graph_metadata_from(batch.batch_size, temp, bucket)
 
     def _out_graph_build_capture_d2h(
@@ -374,7 +374,7 @@ class DeepseekV4AttnBackend:
         self._graph_key = key
 
     def init_forward_metadata_in_graph(self, batch: ForwardBatch) -> None:
-        with region("metadata/in_graph"):
+        with region("metadata", "in_graph"):
             full = self._complete(self.forward_metadata)
             self.forward_metadata = full
             if self._graph_key is not None and full is not None:

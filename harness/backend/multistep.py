@@ -65,7 +65,7 @@ class MultiStepDraftBackend:
         first = self.attn_backends[0]
         first.init_forward_metadata_out_graph(batch)
         temp = first.forward_metadata
-        with region("metadata/copy"):
+        with region("metadata", "copy"):
             for backend in self.attn_backends[1 : self.num_steps - 1]:
                 backend.replay_cuda_graph_metadata_from(
                     batch.batch_size, temp, GraphBucket.DECODE_OR_IDLE

@@ -43,6 +43,25 @@ class PoolConfig:
     def pages_per_req(self) -> int:
         return -(-self.width // self.page_size)
 
+    @property
+    def kv_page_count(self) -> int:
+        return self.kv_pages or self.max_reqs * self.pages_per_req + 1
+
+    @property
+    def swa_page_count(self) -> int:
+        per_full = self.page_size // self.swa_page_size
+        return self.swa_pages or (self.kv_page_count - 1) * per_full + 1
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory of the pool: req_to_token (int32) and full_to_swa (int64 per slot)."""
+        return self.max_reqs * self.width * 4 + self.kv_page_count * self.page_size * 8
+
+    @property
+    def host_bytes(self) -> int:
+        """Host memory of its free lists: a Python int and a list slot per page (≈ 36 B)."""
+        return (self.kv_page_count + self.swa_page_count) * 36
+
 
 @dataclass
 class _Req:
@@ -61,9 +80,7 @@ class ReqToTokenPool:
         self.page_size = cfg.page_size
         self.swa_page_size = cfg.swa_page_size
         assert cfg.page_size % cfg.swa_page_size == 0
-        kv_pages = cfg.kv_pages or cfg.max_reqs * cfg.pages_per_req + 1
-        per_full = cfg.page_size // cfg.swa_page_size
-        swa_pages = cfg.swa_pages or (kv_pages - 1) * per_full + 1
+        kv_pages, swa_pages = cfg.kv_page_count, cfg.swa_page_count
         self.num_kv_slots = kv_pages * cfg.page_size
         self.req_to_token = torch.zeros((cfg.max_reqs, cfg.width), dtype=torch.int32, device=device)
         # Slot 0 (padding) maps to SWA slot 0; unallocated slots map to 0 as well.

@@ -64,7 +64,7 @@ def _ready(case: Case, dev: torch.device) -> dict[str, torch.Tensor]:
 
 def _ledger(case: Case, dev: torch.device) -> Counter[SyncKind]:
     inputs = _ready(case, dev)
-    with SyncLedger() as led, region(f"check/{case.name}"):
+    with SyncLedger() as led, region("check", case.name):
         case.body(inputs, dev)
     return Counter(e.kind for e in led.events)
 
@@ -92,7 +92,7 @@ def _cuda_row(case: Case, sleeper: sync_oracle.Sleeper) -> Row:
     inputs = _ready(case, dev)
 
     def profiled() -> None:
-        with region(label):
+        with region("check", case.name):
             case.body(inputs, dev)
 
     prof = count_runtime_syncs(profiled, regions=(label,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import command
-from harness.commands.gate import configure_common
+from harness.commands.gate import check_count_passes, configure_common
 from harness.gate.run import chosen_scenarios, write_baselines
 from harness.results.files import check_writable
 from harness.runner.device import open_device
@@ -19,6 +19,7 @@ from harness.runner.device import open_device
 def run(args: argparse.Namespace) -> int:
     loaded = chosen_scenarios(args.scenarios)
     with open_device(args.device) as dh:
+        check_count_passes(loaded, dh.kind)
         check_writable(args.baselines, "--baselines")  # before the count passes, not after
         write_baselines(
             loaded, args.baselines, dh, show_progress=False if args.no_progress else None

@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 
 from harness.cli import command
+from harness.errors import CheckFailed
 from harness.results.files import check_writable
 from harness.results.summary import format_summary
 from harness.runner.bench import PASSES, chosen_pass, run_bench
 from harness.runner.device import DEVICE_CHOICES, open_device
+from harness.runner.preflight import check_single_rank
 from harness.scenario import known_scenarios, load_scenario
+from harness.scenario.loader import display_path
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
@@ -50,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_dp_bench(loaded, args.device, args.which, args.out)
     with open_device(args.device) as dh:
-        check_writable(args.out, "--out")  # after every input check, before any pass
         which, why = chosen_pass(loaded, dh.kind, args.which)
+        check_single_rank(loaded.scenario, which, dh.kind, display_path(loaded.path))
+        check_writable(args.out, "--out")  # after every input check, before any pass
         print(
             f"scenario {loaded.name} on device {dh.kind}"
             + (" (emulated: host times only)" if dh.kind == "emu" else ""),
@@ -66,4 +70,6 @@ def run(args: argparse.Namespace) -> int:
     failed = folder.meta.get("failed_cells", 0)
     tail = f"; {failed} cell(s) failed, see outcomes.csv" if failed else ""
     print(f"\nrun folder: {folder.path} (device {dh.kind}){tail}")
+    if "every_cell_failed" in folder.meta:
+        raise CheckFailed(f"{folder.meta['every_cell_failed']} (run folder {folder.path})")
     return 0

@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 from harness.cli import command
-from harness.errors import Interrupted
+from harness.errors import Interrupted, stop_signal
 from harness.gate.baseline import DEFAULT_DIR
 from harness.gate.run import chosen_scenarios, run_gate
 from harness.runner.device import DEVICE_CHOICES, open_device
-from harness.scenario import scenario_names
+from harness.runner.preflight import check_single_rank
+from harness.scenario import LoadedScenario, scenario_names
+from harness.scenario.loader import display_path
 from harness.sync.snapshot_formats import check_outputs, markdown, outputs, write_outputs
 from harness.sync.snapshot_verdict import Tier
 
@@ -33,6 +35,12 @@ def configure_common(p: argparse.ArgumentParser) -> None:
         "sweeps (scenarios/sweeps/) are not gated",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def check_count_passes(loaded: list[LoadedScenario], device_kind: str) -> None:
+    """Before any count pass: every scenario can run here (harness.runner.preflight)."""
+    for ls in loaded:
+        check_single_rank(ls.scenario, "count", device_kind, display_path(ls.path))
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
@@ -60,8 +68,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 
 @command(
     "gate",
-    help="compare every scenario's sync counts with results/baselines "
-    "(exit 0 ok, 1 regression, 2 bad input, 130 interrupted)",
+    help="compare every scenario's sync counts with results/baselines",
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
@@ -73,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         with open_device(args.device) as dh:
+            check_count_passes(loaded, dh.kind)
             verdict = run_gate(
                 loaded,
                 args.baselines,
@@ -81,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
                 tier=tier,
                 report=report,
             )
-    except KeyboardInterrupt:
-        raise Interrupted("the gate stopped before a verdict; it writes nothing") from None
+    except KeyboardInterrupt as exc:
+        raise Interrupted(
+            "the gate stopped before a verdict; it writes nothing", stop_signal(exc)
+        ) from None
     write_outputs(verdict, outs)
     if args.markdown:
         print(markdown(verdict), end="")

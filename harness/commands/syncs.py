@@ -21,13 +21,12 @@ from types import TracebackType
 import harness
 from harness import cli
 from harness.cli import command
-from harness.errors import InputError
+from harness.errors import InputError, stop_reason, stop_signal
 from harness.results.files import write_atomic
+from harness.runner.device import check_ledger_environment
 from harness.sync import DEVICE_KINDS, SyncLedger, use_device
 from harness.sync.device import resolve_kind
 from harness.sync.events import skip_frames_of
-
-EXIT_INTERRUPTED = 130
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
@@ -73,9 +72,10 @@ def _run_script(script: Path) -> int:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         return _exit_code(exc)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: 128 + the signal, as a shell says
+        signum = stop_signal(exc)
+        print(stop_reason(signum), file=sys.stderr)
+        return 128 + signum
     except Exception as exc:
         tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         kind = resolve_kind(args.device)
     except ValueError as exc:
         raise InputError(str(exc), key="--device") from None
+    check_ledger_environment()
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     # the launcher's own frames are not where a script's syncs come from
     skip_frames_of(__file__, cli.__file__, str(Path(harness.__file__).with_name("__main__.py")))

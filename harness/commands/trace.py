@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError("must be at least 1", key="--max-steps")
+    if args.output is not None and args.output.is_dir():
+        raise InputError(
+            "is a folder; -o takes the trace file's path", file=str(args.output), key="--output"
+        )
     data = load_run(args.run, root=args.root)
     trace = build_trace(data, max_steps=args.max_steps)
     out = args.output or data.path / "trace.json"

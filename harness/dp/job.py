@@ -43,19 +43,19 @@ from harness.dp.cells import (
     rank_stream,
 )
 from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+from harness.dp.lifeline import die_with_parent
 from harness.dp.timing import run_dp_cell_time
-from harness.errors import InputError, Interrupted
+from harness.errors import InputError, Interrupted, os_error_text
 from harness.report.dp_tables import format_dp_summary
 from harness.results.run_folder import RunFolder
 from harness.results.tables import COLUMNS
-from harness.runner.bench import TABLES, run_meta
+from harness.runner.bench import STATUS, TABLES, failure_text, run_meta
 from harness.runner.cells import cells, failure_info
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle, open_device
 from harness.scenario import LoadedScenario, Scenario
 
 PASS_ORDER = {"count": ("count",), "time": ("time",), "both": ("count", "time")}
-STATUS = COLUMNS["outcomes"].index("status")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class RankJob:
     out_root: Path
     run_id: str
     builder: DPWorldBuilder = build_dp_world
+    launcher_pid: int | None = None  # harness.dp.launch on this host; None under torchrun
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,12 @@ class RankResult:
     folder: Path
     complete: bool
     reason: str | None
+    operational: bool = False  # the environment stopped it (a full disk): exit 3, not 1
 
 
 class RankStopped(Exception):
-    """The launcher stopped this rank (SIGTERM): a peer failed, or the run was interrupted."""
+    """SIGTERM stopped this rank: the launcher's, because a peer failed or because it was
+    stopped itself (it records which in the run folder: only it knows), or the user's."""
 
 
 class _Sigterm:
@@ -142,7 +145,7 @@ class _Sigterm:
         first = not self.received.is_set()
         self.received.set()
         if first and self.raising:
-            raise RankStopped("stopped by the launcher (SIGTERM): another rank failed")
+            raise RankStopped("stopped by SIGTERM")
 
 
 LAUNCHER_STOP = _Sigterm()
@@ -150,6 +153,7 @@ LAUNCHER_STOP = _Sigterm()
 
 def run_rank(job: RankJob) -> RankResult | None:
     """This process's rank of the run; rank 0 returns the run folder, the others None."""
+    die_with_parent(job.launcher_pid)
     env = rank_env()
     sc = job.loaded.scenario
     if env.world_size != sc.dp.ranks:
@@ -183,6 +187,12 @@ def _run(job: RankJob, env: RankEnv, dh: DeviceHandle, timeout: dt.timedelta) ->
             raise
         folder.abandon("interrupted (Ctrl-C)")
         raise Interrupted(f"run folder left incomplete: {folder.path}") from None
+    except OSError as exc:  # rank 0 writing (a full disk, a file-size limit): said by the launcher
+        if folder is None:
+            raise
+        reason = os_error_text(exc)
+        folder.abandon(reason)
+        return RankResult(folder.path, False, reason, operational=True)
 
 
 def _run_cells_and_write(
@@ -254,9 +264,9 @@ def run_cells(
             rows.extend(got)
             failed = [o for o in got.outcomes if o[STATUS] != "ok"]
             if failed:
-                return rows, f"{where}: {_failure_text(failed[0])}"
+                return rows, f"{where}: {failure_text(failed[0])}"
             if LAUNCHER_STOP.received.is_set():
-                return rows, f"{where}: stopped by the launcher"
+                return rows, f"{where}: stopped by SIGTERM"
     return rows, None
 
 
@@ -265,11 +275,6 @@ def stopped_row(view: Scenario, pass_name: str, exc: RankStopped) -> tuple:
     (cell,) = cells(view)
     key = (view.name, cell.variant, cell.mirror, cell.batch_size, 0)
     return (*key, pass_name, "error", None, 0, *failure_info(exc), 0.0)
-
-
-def _failure_text(outcome: tuple) -> str:
-    o = dict(zip(COLUMNS["outcomes"], outcome))
-    return f"{o['exception']}: {o['message']} at {o['location']}"
 
 
 @dataclass
@@ -291,7 +296,7 @@ def gather_rows(
     if (
         LAUNCHER_STOP.received.is_set()
     ):  # the launcher is shutting every rank down: keep what this rank has
-        return ({env.rank: mine} if env.rank == 0 else {}), "stopped by the launcher"
+        return ({env.rank: mine} if env.rank == 0 else {}), "stopped by SIGTERM"
     got: list[Any] | None = [None] * env.world_size if env.rank == 0 else None
     try:
         dist.gather_object(mine, got, dst=0)

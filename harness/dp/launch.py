@@ -8,10 +8,13 @@ same command runs across hosts under ``torchrun --nnodes N --node-rank i --rdzv-
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import sys
 from pathlib import Path
 
+from harness.dp.cells import dp_cells, rank_scenario
 from harness.dp.job import (
     RankJob,
     RankResult,
@@ -20,12 +23,28 @@ from harness.dp.job import (
     rank_env,
     run_rank,
 )
-from harness.errors import CheckFailed, Interrupted
+from harness.errors import (
+    CheckFailed,
+    InputError,
+    Interrupted,
+    OperationalError,
+    stop_reason,
+    stop_signal,
+)
 from harness.results.files import check_writable
-from harness.results.run_folder import new_run_id
+from harness.results.run_folder import RunFolder, is_complete, new_run_id
 from harness.runner.bench import chosen_pass
+from harness.runner.cells import Footprint
 from harness.runner.device import device_kind
+from harness.runner.preflight import (
+    PROCESS_BYTES,
+    cell_footprints,
+    check_memory,
+    combined,
+    usable_cores,
+)
 from harness.scenario import LoadedScenario
+from harness.scenario.loader import display_path
 
 
 def run_dp_bench(loaded: LoadedScenario, device: str, asked: str | None, out_root: Path) -> int:
@@ -36,6 +55,7 @@ def run_dp_bench(loaded: LoadedScenario, device: str, asked: str | None, out_roo
     if why:
         print(why, file=sys.stderr)
     job = RankJob(loaded, device, which, out_root, new_run_id())
+    per_rank = rank_footprints(loaded)
     if launched_by_torch():
         if rank_env().rank == 0:
             check_writable(out_root, "--out")
@@ -43,13 +63,52 @@ def run_dp_bench(loaded: LoadedScenario, device: str, asked: str | None, out_roo
     else:
         if kind == "cuda":
             check_gpus(loaded.scenario.dp.ranks, "dp.ranks")
+        check_local_ranks(loaded, per_rank, kind)
         check_writable(out_root, "--out")  # after every input check, before any rank starts
         ranks = loaded.scenario.dp.ranks
         print(f"scenario {loaded.name}: starting {ranks} ranks on this host", file=sys.stderr)
         result = launch_local(job)
     if result is not None and not result.complete:
+        if result.operational:
+            raise OperationalError(f"{result.reason}; run folder left incomplete: {result.folder}")
         raise CheckFailed(f"run folder {result.folder} is incomplete: {result.reason}")
     return 0
+
+
+def rank_footprints(loaded: LoadedScenario) -> list[Footprint]:
+    """What each rank's worlds need (one cell after another), after every rank's view of every
+    cell passed its world's checks (InputError)."""
+    sc, file = loaded.scenario, display_path(loaded.path)
+    return [
+        combined(
+            [
+                fp
+                for cell in dp_cells(sc)
+                for fp in cell_footprints(rank_scenario(sc, cell, r), file)
+            ],
+            at_once=False,
+        )
+        for r in range(sc.dp.ranks)
+    ]
+
+
+def check_local_ranks(loaded: LoadedScenario, per_rank: list[Footprint], kind: str) -> None:
+    """Every rank on this host is a process of its own, with its own worlds: refuse more of
+    them than the host has cores (on the emulated device) or free memory for."""
+    file, ranks = display_path(loaded.path), len(per_rank)
+    cores = usable_cores()
+    if kind == "emu" and ranks > cores:
+        raise InputError(
+            f"{ranks} ranks on this host need {ranks} CPU cores (each rank is a process that "
+            f"runs its own serving world), found {cores}",
+            file=file,
+            key="dp.ranks",
+        )
+    need = combined(per_rank, at_once=True)
+    device = need.device_bytes if kind == "emu" else max(fp.device_bytes for fp in per_rank)
+    what = f"{ranks} rank processes and their worlds"
+    host = need.host_bytes + ranks * PROCESS_BYTES
+    check_memory(host, device, ("dp.ranks", *need.keys), kind, file, what)
 
 
 def launch_local(job: RankJob) -> RankResult:
@@ -72,14 +131,29 @@ def launch_local(job: RankJob) -> RankResult:
     )
     logging.getLogger("torch.distributed.elastic").setLevel(logging.ERROR)
     folder = job.out_root / job.loaded.name / job.run_id
+    job = dataclasses.replace(job, launcher_pid=os.getpid())  # each rank dies with this process
     try:
         results = elastic_launch(config, run_rank)(job)
     except ChildFailedError as exc:
         failed = ", ".join(f"rank {rank} ({_how(f)})" for rank, f in sorted(exc.failures.items()))
-        raise CheckFailed(f"{failed} failed; the run folder {folder} is incomplete") from exc
-    except (KeyboardInterrupt, SignalException):  # Ctrl-C reaches every rank and the launcher
-        raise Interrupted(f"run folder left incomplete: {folder}") from None
+        left = record_stop(folder, f"{failed} failed")
+        raise CheckFailed(f"{failed} failed; {left}") from exc
+    except (KeyboardInterrupt, SignalException) as exc:  # Ctrl-C, or SIGTERM to the launcher
+        signum = int(exc.sigval) if isinstance(exc, SignalException) else stop_signal(exc)
+        raise Interrupted(record_stop(folder, stop_reason(signum)), signum) from None
     return results[0]
+
+
+def record_stop(folder: Path, reason: str) -> str:
+    """After the ranks are gone (the launcher waited for them): mark the run folder with the
+    launcher's reason, which only it knows (a rank sees a SIGTERM either way), and say what was
+    left behind: a folder that was never made is not named."""
+    if not (folder / "meta.json").is_file():
+        return "stopped before the run folder was made"
+    if is_complete(folder):
+        return f"the run folder {folder} was complete already"
+    RunFolder.reopen(folder).abandon(reason)
+    return f"run folder left incomplete: {folder}"
 
 
 def _how(failure: object) -> str:

@@ -58,7 +58,7 @@ class DPWorld:
         """The world's warm-up and capture, then one exchange, which sets up the collective's
         connections (NCCL builds its communicator on the first call)."""
         self.world.warmup_and_capture()
-        with tags(path="warmup"), region("step/scheduler/dp_exchange"):
+        with tags(path="warmup"), region("step", "scheduler", "dp_exchange"):
             self.exchange.all_gather_may_d2h(local_record(None, 0, 0, self.world.cfg.cuda_graph))
 
     def step(self) -> StepInfo:
@@ -68,10 +68,10 @@ class DPWorld:
         step_mode = (mode or ForwardMode.IDLE).name
         with world.stepping() as n, tags(forward_mode=step_mode), region("step"):
             plan = None if mode is None else world.plan_step()
-            with region("scheduler/prepare"):
+            with region("scheduler", "prepare"):
                 record = local_record(mode, *_tokens(plan), world.cfg.cuda_graph)
                 self._inject("step/scheduler/prepare")
-            with region("scheduler/dp_exchange"):
+            with region("scheduler", "dp_exchange"):
                 gathered = self.exchange.all_gather_may_d2h(record)
             info = gathered.global_info()
             if plan is not None:
@@ -94,7 +94,7 @@ class DPWorld:
             waiting, self._copy_done = self._copy_done, done
         else:
             waiting = done
-        with region("scheduler/process_result"):
+        with region("scheduler", "process_result"):
             self._inject("step/scheduler/process_result")
             if waiting is not None:
                 waiting.synchronize()

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from harness.errors import InputError, Interrupted
+from harness.errors import InputError, Interrupted, stop_signal
 from harness.gate.baseline import (
     Baseline,
     config_sha256,
@@ -140,9 +140,10 @@ def write_baselines(
                 f"baseline {path}: {len(obs.counts)} keys, {total} syncs, {failed} failing cell(s)"
             )
             paths.append(path)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         done = ", ".join(str(p) for p in paths) or "none"
         raise Interrupted(
-            f"baselines rewritten before the interrupt: {done}; the others are unchanged"
+            f"baselines rewritten before the interrupt: {done}; the others are unchanged",
+            stop_signal(exc),
         ) from None
     return paths

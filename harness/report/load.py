@@ -99,8 +99,7 @@ def resolve_run(run: str | Path | None, root: Path = RUNS_ROOT) -> Path:
             )
         return runs[-1]
     path = Path(run)
-    if not (path / "meta.json").is_file():
-        raise InputError("not a run folder (no meta.json)", file=str(path))
+    read_meta(path)  # missing, not JSON, another format: said as such, not as "incomplete"
     if not is_complete(path):
         raise InputError("run is incomplete (interrupted or still running)", file=str(path))
     return path

@@ -34,6 +34,19 @@ def _kind_title(kind: str) -> str:
     return f"per {kind} step"
 
 
+def _by_rank(df: pd.DataFrame) -> bool:
+    """A DP-attention run: its cells' rows differ by rank (each with its own batch), and a
+    rank is not a batch size."""
+    return df["rank"].nunique() > 1
+
+
+def _rank_label(rank: int, batch_size: int) -> str:
+    return f"rank {rank} ({f'batch {batch_size}' if batch_size else 'idle'})"
+
+
+MAX_COLUMNS = 3  # panels side by side before they wrap to the next row
+
+
 def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
     """Grouped bars: syncs per step of each kind for each region [forward mode], variants side
     by side; one row of panels per (scenario, batch size), one column per step kind."""
@@ -44,7 +57,10 @@ def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
     kinds = [k for k in tables.KIND_ORDER if k in set(df["step_kind"])]
     kinds += sorted(set(df["step_kind"]) - set(kinds))
     df["cat"] = [f"{_short(r)}  [{m}]" for r, m in zip(df["region"], df["forward_mode"])]
-    rows = sorted({(s, int(b)) for s, b in zip(df["scenario"], df["batch_size"])})
+    by_rank = _by_rank(df)
+    rows = sorted(
+        {(s, int(r), int(b)) for s, r, b in zip(df["scenario"], df["rank"], df["batch_size"])}
+    )
     # the same categories in every panel of a (scenario, kind): batch sizes read across
     cats = {
         (s, k): [_TOTAL, *sorted(set(g.loc[g["syncs"] > 0, "cat"]))]
@@ -55,13 +71,19 @@ def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
     fig = new_figure(6.0 * len(kinds) + 1.5, panel_h * len(rows) + 1.6)
     axes = fig.subplots(len(rows), len(kinds), squeeze=False)
     top = max(float(df["per_step"].max()), 0.0)
-    totals = df.groupby(["scenario", "batch_size", "step_kind", "label"])["per_step"].sum()
-    for (s, b), row in zip(rows, axes):
+    totals = df.groupby(["scenario", "rank", "batch_size", "step_kind", "label"])["per_step"].sum()
+    for (s, r, b), row in zip(rows, axes):
+        which = _rank_label(r, b) if by_rank else f"batch size {b}"
         for kind, ax in zip(kinds, row):
-            d = df[(df["scenario"] == s) & (df["batch_size"] == b) & (df["step_kind"] == kind)]
-            _region_bars(ax, d, cats.get((s, kind), [_TOTAL]), labels, totals, (s, b, kind))
-            top = max(top, *(totals.get((s, b, kind, lab), 0.0) for lab in labels))
-            ax.set_title(f"{s} · batch size {b} · syncs {_kind_title(kind)}", fontsize=9)
+            d = df[
+                (df["scenario"] == s)
+                & (df["rank"] == r)
+                & (df["batch_size"] == b)
+                & (df["step_kind"] == kind)
+            ]
+            _region_bars(ax, d, cats.get((s, kind), [_TOTAL]), labels, totals, (s, r, b, kind))
+            top = max(top, *(totals.get((s, r, b, kind, lab), 0.0) for lab in labels))
+            ax.set_title(f"{s} · {which} · syncs {_kind_title(kind)}", fontsize=9)
     for ax in axes.ravel():
         ax.set_xlim(0, top * 1.25 if top > 0 else 1.0)
         ax.grid(axis="x", alpha=0.3)
@@ -77,7 +99,9 @@ def plot_syncs_by_region(counts: pd.DataFrame, label: str = "") -> Figure:
         ncols=min(len(names), 3),
     )
     note = _not_per_step(counts)
-    what = "Host-device syncs per step by region [forward mode], each batch size apart"
+    what = "Host-device syncs per step by region [forward mode], each " + (
+        "rank apart" if by_rank else "batch size apart"
+    )
     title(fig, f"{what} ({note})" if note else what, label)
     return fig
 
@@ -122,7 +146,8 @@ def _not_per_step(counts: pd.DataFrame) -> str:
 
 def plot_syncs_vs_batch(counts: pd.DataFrame, label: str = "") -> Figure:
     """Syncs per step of each kind against batch size, one line per variant; a panel per
-    (scenario, step kind)."""
+    (scenario, step kind), wrapped into rows. A DP-attention run's ranks are not a batch-size
+    trend: each rank is a point of its own, labelled with its rank and batch."""
     df = tables.total_syncs_by_batch(counts)
     if df.empty:
         return empty(new_figure(8, 3), "no measured steps in counts.csv")
@@ -130,38 +155,70 @@ def plot_syncs_vs_batch(counts: pd.DataFrame, label: str = "") -> Figure:
         {(s, k) for s, k in zip(df["scenario"], df["step_kind"])},
         key=lambda p: (p[0], tables.KIND_ORDER.index(p[1]) if p[1] in tables.KIND_ORDER else 9),
     )
+    by_rank = _by_rank(df)
     eager = tables.eager_batch_sizes(counts)
-    fig = new_figure(panel_width(len(panels)), 4)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    ncols = min(len(panels), MAX_COLUMNS)
+    nrows = -(-len(panels) // ncols)
+    fig = new_figure(panel_width(ncols), 4 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (s, kind) in zip(axes, panels):
         d = df[(df["scenario"] == s) & (df["step_kind"] == kind)]
-        for i, lab in enumerate(tables.order_variants(list(d["label"]))):
-            dv = d[d["label"] == lab].sort_values("batch_size")
-            ax.plot(
-                dv["batch_size"],
-                dv["per_step"],
-                color=variant_color(lab, i),
-                label=lab,
-                **variant_marker(lab),
-                **variant_line(lab),
-            )
-        sizes = sorted(d["batch_size"].unique())
-        if len(sizes) > 1 and sizes[-1] / max(sizes[0], 1) > 8:
-            ax.set_xscale("log", base=2)
-        # Batch sizes above the largest graph bucket run decode/verify eagerly: say so on the
-        # tick itself, where the reader looks when a line jumps.
-        eager_here = set(eager.get(s, []))
-        ticks = [f"{int(b)}\n(eager)" if b in eager_here else str(int(b)) for b in sizes]
-        batch_size_ticks(ax, sizes, ticks)
-        ax.minorticks_off()
+        (_rank_panel if by_rank else _batch_panel)(ax, d, set(eager.get(s, [])))
         ax.set_ylim(bottom=0, top=max(1.0, float(d["per_step"].max()) * 1.15))
-        ax.set_xlabel("batch size (requests)")
         ax.set_ylabel(f"syncs {_kind_title(kind)}")
         ax.set_title(f"scenario: {s} · {kind} steps", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(title="variant", fontsize=8)
-    title(fig, "Syncs per step against batch size, decode and prefill steps apart", label)
+    for ax in axes[len(panels) :]:
+        ax.axis("off")
+    what = "on each rank" if by_rank else "against batch size"
+    title(fig, f"Syncs per step {what}, decode and prefill steps apart", label)
     return fig
+
+
+def _batch_panel(ax: Axes, d: pd.DataFrame, eager_here: set[int]) -> None:
+    """One line per variant over the batch sizes."""
+    for i, lab in enumerate(tables.order_variants(list(d["label"]))):
+        dv = d[d["label"] == lab].sort_values("batch_size")
+        ax.plot(
+            dv["batch_size"],
+            dv["per_step"],
+            color=variant_color(lab, i),
+            label=lab,
+            **variant_marker(lab),
+            **variant_line(lab),
+        )
+    sizes = sorted(d["batch_size"].unique())
+    if len(sizes) > 1 and sizes[-1] / max(sizes[0], 1) > 8:
+        ax.set_xscale("log", base=2)
+    # Batch sizes above the largest graph bucket run decode/verify eagerly: say so on the
+    # tick itself, where the reader looks when a line jumps.
+    ticks = [f"{int(b)}\n(eager)" if b in eager_here else str(int(b)) for b in sizes]
+    batch_size_ticks(ax, sizes, ticks)
+    ax.minorticks_off()
+    ax.set_xlabel("batch size (requests)")
+
+
+def _rank_panel(ax: Axes, d: pd.DataFrame, eager_here: set[int]) -> None:
+    """One marker per (variant, rank), no line between ranks."""
+    for i, lab in enumerate(tables.order_variants(list(d["label"]))):
+        dv = d[d["label"] == lab].sort_values("rank")
+        ax.plot(
+            dv["rank"],
+            dv["per_step"],
+            color=variant_color(lab, i),
+            label=lab,
+            linestyle="none",
+            **variant_marker(lab),
+        )
+    ranks = d.drop_duplicates("rank").sort_values("rank")
+    ticks = [
+        _rank_label(int(r), int(b)).replace(" (", "\n(") + ("\n(eager)" if b in eager_here else "")
+        for r, b in zip(ranks["rank"], ranks["batch_size"])
+    ]
+    ax.set_xticks(list(ranks["rank"]), ticks)
+    ax.set_xlim(-0.5, ranks["rank"].max() + 0.5)
+    ax.set_xlabel("DP-attention rank")
 
 
 def plot_blame(syncs: pd.DataFrame, counts: pd.DataFrame, label: str = "", top: int = 6) -> Figure:

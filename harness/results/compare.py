@@ -1,15 +1,20 @@
 """Two run folders side by side: each cell of B against the same cell of A (Δ syncs per decode
 and per prefill step, Δ p50 step time with its interval), and the rows whose syncs per step
 differ. Cells match by (scenario, variant, mirror, batch size, rank) and rows further by (step
-kind, forward mode, path, region); what one run lacks is shown as missing, never as 0."""
+kind, forward mode, path, region); what one run lacks is shown as missing, never as 0.
+
+Step k of two cells is the same work only when the runs had the same configuration (meta.json's
+`config`: the scenario after its overrides, seed included); otherwise compare says which keys
+differ and does not pair the steps."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from harness.errors import InputError
+from harness.errors import InputError, shown
 from harness.report.load import RunData, load_run
 from harness.results.deltas import cell_rates, delta_line, signed, variant_label
 from harness.results.rates import CELL, syncs_per_kind_step
@@ -62,21 +67,43 @@ def sync_diff(a: pd.DataFrame, b: pd.DataFrame, show_all: bool = False) -> str:
     return out.sort_index().to_string()
 
 
-def cell_lines(a: RunData, b: RunData) -> list[str]:
+def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as dotted keys -> values."""
+    if not isinstance(config, dict):
+        return {prefix.rstrip("."): config}
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        out.update(_flat(value, f"{prefix}{key}."))
+    return out
+
+
+def config_differences(a: dict, b: dict) -> list[str]:
+    """`key: A x, B y` for every configuration key whose value differs between two runs."""
+    fa, fb = _flat(a.get("config") or {}), _flat(b.get("config") or {})
+    absent = "(absent)"
+    return [
+        f"{k}: A {shown(fa.get(k, absent))}, B {shown(fb.get(k, absent))}"
+        for k in sorted(set(fa) | set(fb))
+        if fa.get(k, absent) != fb.get(k, absent)
+    ]
+
+
+def cell_lines(a: RunData, b: RunData, paired: bool) -> list[str]:
     """One line per cell of either run: B against A."""
     steps_a, steps_b = step_times(a.latency), step_times(b.latency)
     metric = headline_metric(pd.concat([steps_a, steps_b]))
     ra = cell_rates(a.counts, steps_a, metric)
     rb = cell_rates(b.counts, steps_b, metric)
     mirrors = {c[2] for c in (*ra, *rb)}
-    lines = [f"(Δ = B − A; {metric} time per step; 95% bootstrap CI, paired by step)"]
+    pairing = "paired by step" if paired else "not paired: the configurations differ"
+    lines = [f"(Δ = B − A; {metric} time per step; 95% bootstrap CI, {pairing})"]
     for cell in dict.fromkeys([*ra, *rb]):
         rank = f" rank={cell[4]}" if cell[4] else ""
         head = f"{cell[0]} bs={cell[3]}{rank} {variant_label(cell[1], cell[2], mirrors)}"
         if cell not in ra or cell not in rb:
             lines.append(f"{head}: {MISSING} in {'A' if cell not in ra else 'B'}")
         else:
-            lines.append(delta_line(head, ra[cell], rb[cell]))
+            lines.append(delta_line(head, ra[cell], rb[cell], paired))
     return lines
 
 
@@ -92,11 +119,19 @@ def compare_runs(a: Path, b: Path, show_all: bool = False, other_scenario: bool 
         parts.append(
             f"note: devices differ (A: {run_a.device}, B: {run_b.device}); times do not compare"
         )
+    differ = config_differences(run_a.meta, run_b.meta)
+    if differ:
+        parts.append(
+            "note: the configurations differ, so step k of A and of B are not the same work and "
+            "the steps are not paired: " + "; ".join(differ)
+        )
+    elif run_a.meta.get("scenario_sha256") != run_b.meta.get("scenario_sha256"):
+        parts.append("note: the scenario files differ, but not the configurations they gave")
     parts.append(
         "\nEach cell, B against A (runs made at different times: a time difference also holds "
         "what changed on the machine between them; cells of one run are interleaved):"
     )
-    parts.extend(cell_lines(run_a, run_b))
+    parts.extend(cell_lines(run_a, run_b, paired=not differ))
     parts.append("\nSyncs per measured step of each kind (A, B, B − A):")
     parts.append(sync_diff(run_a.counts, run_b.counts, show_all))
     return "\n".join(parts)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, total_per_kind_step
 from harness.results.samples import cell_series, headline_metric
-from harness.results.stats import Interval, median_difference
+from harness.results.stats import Interval, median_difference, unpaired_median_difference
 
 REFERENCE_VARIANT = "before"
 MINUS = "\u2212"  # printed deltas use the minus sign, as the figures do
@@ -79,15 +79,17 @@ def format_time_delta(ci: Interval) -> str:
     return text if ci.excludes_zero else f"{text}: no measurable difference"
 
 
-def delta_line(head: str, ref: CellRates, cell: CellRates) -> str:
-    """One line: `{head}: −1.00 syncs per decode step, +0.00 per prefill step; Δ p50 = …`."""
+def delta_line(head: str, ref: CellRates, cell: CellRates, paired: bool = True) -> str:
+    """One line: `{head}: −1.00 syncs per decode step, +0.00 per prefill step; Δ p50 = …`;
+    the interval paired by step unless the two cells' steps are not the same work."""
     if ref.per_kind or cell.per_kind:
         syncs = ", ".join(_sync_delta(ref, cell, k) for k in KIND_ORDER)
     else:
         syncs = "no count pass"
     if ref.times.empty or cell.times.empty:
         return f"{head}: {syncs}; no time pass"
-    return f"{head}: {syncs}; {format_time_delta(median_difference(ref.times, cell.times))}"
+    difference = median_difference if paired else unpaired_median_difference
+    return f"{head}: {syncs}; {format_time_delta(difference(ref.times, cell.times))}"
 
 
 def _reference(cells: list[tuple], rates: dict[tuple, CellRates]) -> tuple | None:

@@ -32,11 +32,16 @@ def temporary_name(path: Path) -> Path:
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write `path`'s content to; it is renamed onto `path` when the
-    block succeeds and removed when it fails."""
+    block succeeds and removed when it fails. An OSError (a full disk, a file-size limit)
+    names `path`, not the temporary file nobody asked for."""
     tmp = temporary_name(path)
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename in (None, str(tmp), tmp):
+            exc.filename = str(path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)  # gone already after a successful rename
 
@@ -52,7 +57,8 @@ def write_atomic(path: Path, data: str | bytes) -> str:
 
 
 def json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    """Strict JSON: a NaN or infinity raises instead of writing a bare `NaN` no parser reads."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
 
 
 def write_json(path: Path, obj: Any) -> str:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.results.tables import FORMAT_VERSION
+from harness.results.tables import FORMAT_VERSION, RESULT_FORMAT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ def base_meta(
     *, argv: list[str] | None, device_kind: str, scenario: dict[str, Any], run_id: str
 ) -> dict[str, Any]:
     return {
-        "result_format": "dsv4-harness-run",
+        "result_format": RESULT_FORMAT,
         "result_format_version": FORMAT_VERSION,
         "status": "incomplete",
         "complete": False,

@@ -3,8 +3,9 @@
 A table cut off mid-row, left header-only or emptied after the run wrote it must never be
 summarised, compared, plotted or traced as if whole: every file is checked against the sha256
 and row count meta.json recorded when it was written, and refused (InputError, exit 2, one line
-naming the file) when it does not match. Runs written before checksums (result format < 3)
-are refused too: nothing can vouch for their tables.
+naming the file) when it does not match. A meta.json of another result format version is
+refused too (runs written before checksums, format < 3, included: nothing can vouch for their
+tables).
 
 Reads files only: no torch, no backend (the report must work on a machine that has the
 results but not the harness's runtime).
@@ -19,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.errors import InputError
+from harness.errors import InputError, shown
 from harness.results.files import sha256_hex
-from harness.results.tables import COLUMNS
+from harness.results.tables import COLUMNS, FORMAT_VERSION, RESULT_FORMAT
 
 # Columns read as numbers; "" there is a missing value (NaN). Elsewhere "" is a real value
 # (e.g. no forward mode) and must not become NaN, which groupby would silently drop.
@@ -29,16 +30,39 @@ NUMERIC = ("batch_size", "step", "syncs", "value", "nbytes", "start_us", "round"
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
+    """A run folder's meta.json, refused (InputError naming it) when it is missing, is not
+    JSON, or is of a result format this harness does not read."""
     path = Path(folder) / "meta.json"
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(path.read_bytes())
     except FileNotFoundError:
         raise InputError("not a run folder (no meta.json)", file=str(folder)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"unreadable ({exc})", file=str(path)) from None
-    if not isinstance(meta, dict):
-        raise InputError("expected a JSON object", file=str(path))
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror})", file=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not valid JSON ({shown(str(exc))})", file=str(path)) from None
+    if not isinstance(meta, dict) or meta.get("result_format") != RESULT_FORMAT:
+        raise InputError(
+            f"not a run's meta.json (no result_format {RESULT_FORMAT!r})", file=str(path)
+        )
+    check_format_version(meta.get("result_format_version"), str(path))
     return meta
+
+
+def check_format_version(version: Any, file: str) -> None:
+    """Only runs of this harness's result format are read: an older one lacks what the
+    readers rely on (checksums before 3, the round column before 4), a newer one may differ."""
+    if version == FORMAT_VERSION:
+        return
+    if not isinstance(version, int) or isinstance(version, bool):
+        why = f"result_format_version is {shown(version)}, not a version number"
+    elif version < FORMAT_VERSION:
+        why = f"older than this harness's {FORMAT_VERSION}: re-run its `command` to read it here"
+    else:
+        why = f"newer than this harness's {FORMAT_VERSION}: read it with the harness that wrote it"
+    raise InputError(
+        f"result format version {shown(version)}, {why}", file=file, key="result_format_version"
+    )
 
 
 def verified_bytes(folder: Path, name: str, meta: dict[str, Any]) -> bytes:
@@ -46,11 +70,8 @@ def verified_bytes(folder: Path, name: str, meta: dict[str, Any]) -> bytes:
     path = Path(folder) / name
     expected = (meta.get("sha256") or {}).get(name)
     if expected is None:
-        version = meta.get("result_format_version")
         raise InputError(
-            f"meta.json records no checksum for it (result format {version}; re-run to get "
-            "checked tables)",
-            file=str(path),
+            "meta.json records no checksum for it: nothing vouches for it", file=str(path)
         )
     try:
         data = path.read_bytes()

@@ -9,6 +9,7 @@ each one's sha256 (`sha256`) and each table's row count (`rows`): readers
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any
 
 from harness.results.files import json_text, write_atomic, write_json
 from harness.results.meta import utc_now
+from harness.results.names import check_component
 from harness.results.tables import csv_text
 
 INCOMPLETE_MARKER = "INCOMPLETE"
@@ -38,11 +40,26 @@ class RunFolder:
 
     @classmethod
     def create(cls, root: Path, scenario: str, run_id: str, meta: dict[str, Any]) -> RunFolder:
-        path = Path(root) / scenario / run_id
+        # each a single component: the folder is made under root, never beside it
+        path = Path(root) / check_component(scenario, key="name") / check_component(run_id)
         path.mkdir(parents=True, exist_ok=False)
         folder = cls(path, meta)
-        write_atomic(path / INCOMPLETE_MARKER, f"started {utc_now()} pid {os.getpid()}\n")
-        folder.write_meta()
+        try:
+            write_atomic(path / INCOMPLETE_MARKER, f"started {utc_now()} pid {os.getpid()}\n")
+            folder.write_meta()
+        except OSError:  # a full disk: leave no folder that is not even marked incomplete
+            for name in (INCOMPLETE_MARKER, "meta.json"):
+                (path / name).unlink(missing_ok=True)
+            path.rmdir()
+            raise
+        return folder
+
+    @classmethod
+    def reopen(cls, path: Path) -> RunFolder:
+        """A run folder another process made (rank 0 of a DP run), to record why it stopped."""
+        meta = json.loads((Path(path) / "meta.json").read_text())
+        folder = cls(path, meta)
+        folder.files = list(meta.get("files", []))
         return folder
 
     def write_meta(self) -> None:
@@ -72,10 +89,17 @@ class RunFolder:
         (self.path / INCOMPLETE_MARKER).unlink(missing_ok=True)
 
     def abandon(self, reason: str) -> None:
-        """Record why the run stopped; it stays incomplete."""
+        """Record why the run stopped; it stays incomplete. Best effort: on a full disk the
+        marker written at the start (and meta.json's "incomplete") may be all that remains,
+        and that still reads as incomplete."""
         self.meta.update(status="incomplete", complete=False, end_time=utc_now(), stopped=reason)
-        self.write_meta()
-        write_atomic(self.path / INCOMPLETE_MARKER, f"stopped {utc_now()}: {reason}\n")
+        for write in (
+            lambda: write_atomic(self.path / INCOMPLETE_MARKER, f"stopped {utc_now()}: {reason}\n"),
+            self.write_meta,
+        ):
+            # the reason still reaches the user: the command's own message says it
+            with contextlib.suppress(OSError):
+                write()
 
 
 def is_complete(path: Path) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 # 3: meta.json holds each file's sha256 (readers refuse a file that does not match)
 # 4: latency.csv has a round column (the time pass interleaves cells in rounds)
 FORMAT_VERSION = 4
+RESULT_FORMAT = "dsv4-harness-run"  # meta.json's result_format: what kind of folder it is
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
 CELL_KEYS = ("scenario", "variant", "mirror", "batch_size", "rank")

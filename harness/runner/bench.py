@@ -6,7 +6,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import Interrupted
+from harness.errors import (
+    Interrupted,
+    OperationalError,
+    os_error_text,
+    stop_reason,
+    stop_signal,
+)
 from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder, new_run_id
 from harness.results.tables import COLUMNS
@@ -19,6 +25,13 @@ from harness.scenario.loader import display_path
 
 PASSES = ("count", "time", "both")
 TABLES = ("counts", "syncs", "latency", "outcomes", "findings")
+STATUS = COLUMNS["outcomes"].index("status")
+
+
+def failure_text(outcome: tuple) -> str:
+    """'Exception: message at file:line' of a failed cell's outcome row."""
+    o = dict(zip(COLUMNS["outcomes"], outcome))
+    return f"{o['exception']}: {o['message']} at {o['location']}"
 
 
 def chosen_pass(loaded: LoadedScenario, device_kind: str, asked: str | None) -> tuple[str, str]:
@@ -102,13 +115,31 @@ def run_bench(
                 folder.write_table(table, getattr(rows, table))
         if which == "time":
             folder.write_json("stacks.json", rows.stacks)
-        status = COLUMNS["outcomes"].index("status")
-        failed = sum(1 for r in rows.outcomes if r[status] != "ok")
-        folder.finish(wall_s=round(time.perf_counter() - t0, 3), failed_cells=failed)
-    except KeyboardInterrupt:
-        folder.abandon("interrupted (Ctrl-C)")
-        raise Interrupted(f"run folder left incomplete: {folder.path}") from None
-    except BaseException as exc:  # leave it marked incomplete, then let it propagate
-        folder.abandon(f"{type(exc).__name__}: {exc}")
-        raise
+        failed = [o for o in rows.outcomes if o[STATUS] != "ok"]
+        if failed and len(failed) == len(rows.outcomes):  # not a result: say why (exit 1)
+            folder.meta["every_cell_failed"] = (
+                f"every cell failed; the first: {failure_text(failed[0])}"
+            )
+        folder.finish(wall_s=round(time.perf_counter() - t0, 3), failed_cells=len(failed))
+    except BaseException as exc:  # leave it marked incomplete with the reason, then say so
+        told = stopped(folder, exc)
+        if told is exc:
+            raise
+        raise told from None
     return folder
+
+
+def stopped(folder: RunFolder, exc: BaseException) -> BaseException:
+    """Mark the run folder stopped with the reason; the exception the command line turns into
+    one line: Ctrl-C and SIGTERM (Interrupted, exit 130 / 143), a full disk or a file-size limit
+    (OperationalError, exit 3); anything else is passed on as it is."""
+    if isinstance(exc, KeyboardInterrupt):
+        signum = stop_signal(exc)
+        folder.abandon(stop_reason(signum))
+        return Interrupted(f"run folder left incomplete: {folder.path}", signum)
+    if isinstance(exc, OSError):
+        reason = os_error_text(exc)
+        folder.abandon(reason)
+        return OperationalError(f"{reason}; run folder left incomplete: {folder.path}")
+    folder.abandon(f"{type(exc).__name__}: {exc}")
+    return exc

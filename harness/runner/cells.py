@@ -46,11 +46,32 @@ WorldBuilder = Callable[[Scenario, Cell, torch.device], World]
 
 
 @dataclass(frozen=True)
+class Problem:
+    """Why a cell cannot run: the scenario keys at fault and what is wrong with them."""
+
+    keys: tuple[str, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Memory a cell's world holds at least, and the keys that size it."""
+
+    host_bytes: int
+    device_bytes: int  # on the emulated device, host memory too
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class WorldKind:
-    """How a scenario's cells are enumerated, and how one cell becomes a world."""
+    """How a scenario's cells are enumerated, how one cell becomes a world, and what the
+    runner checks before any pass: rules across keys a cell's world cannot run with, and the
+    memory it needs (harness.runner.preflight)."""
 
     cells: Callable[[Scenario], list[Cell]]
     build: WorldBuilder
+    check: Callable[[Scenario, Cell], Problem | None] = lambda sc, cell: None
+    footprint: Callable[[Scenario, Cell], Footprint | None] = lambda sc, cell: None
 
 
 WORLDS: dict[str, WorldKind] = {}
@@ -125,7 +146,34 @@ def build_serving_world(sc: Scenario, cell: Cell, device: torch.device) -> World
     return build_world(WorldConfig(**kw), device)
 
 
-register_world("serving", WorldKind(serving_cells, build_serving_world))
+def check_serving_cell(sc: Scenario, cell: Cell) -> Problem | None:
+    """A request must fit in the context: the scheduler's rule, before any world is built."""
+    from harness.serving import WorldConfig
+    from harness.serving.scheduler import min_context_len
+
+    wc = WorldConfig(**world_config_kwargs(sc, cell))
+    need = min_context_len(wc.prompt_len, wc.spec)
+    if sc.context_len < need:
+        return Problem(
+            ("context_len",),
+            f"{sc.context_len} is too small: arriving prompts of up to {wc.prompt_len[1]} "
+            f"tokens and a step's writes need at least {need}",
+        )
+    return None
+
+
+def serving_footprint(sc: Scenario, cell: Cell) -> Footprint:
+    """The request pool (the bulk of a serving world): at least one row per request."""
+    from harness.batch.pool import PoolConfig
+
+    pool = PoolConfig(max_reqs=cell.batch_size, context_len=sc.context_len)
+    return Footprint(pool.host_bytes, pool.device_bytes, ("batch_sizes", "context_len"))
+
+
+register_world(
+    "serving",
+    WorldKind(serving_cells, build_serving_world, check_serving_cell, serving_footprint),
+)
 
 
 def step_path(paths: Iterable[str]) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harness.errors import InputError
-from harness.sync import DEVICE_KINDS, DeviceInfo, use_device
+from harness.errors import InputError, OperationalError
+from harness.sync import DEVICE_KINDS, DeviceInfo, pageable_staging_bytes, use_device
 from harness.sync.device import resolve_kind
 
 DEVICE_CHOICES = DEVICE_KINDS
@@ -22,8 +22,19 @@ def device_kind(requested: str) -> str:
         raise InputError(str(exc), key="--device") from exc
 
 
+def check_ledger_environment() -> None:
+    """The ledger's settings from the environment, read before any pass needs them: a bad one
+    is exit 3 naming the variable (not a failure inside every copy's classification)."""
+    try:
+        pageable_staging_bytes()
+    except ValueError as exc:
+        raise OperationalError(str(exc)) from None
+
+
 @contextmanager
 def open_device(requested: str) -> Iterator[DeviceHandle]:
     """The device for a run (the emulated one stays active for the whole block)."""
-    with use_device(device_kind(requested)) as info:
+    kind = device_kind(requested)
+    check_ledger_environment()
+    with use_device(kind) as info:
         yield info

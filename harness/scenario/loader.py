@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.errors import InputError
+from harness.errors import InputError, shown
+from harness.results.names import check_component
 from harness.scenario.schema import (
     Scenario,
     Source,
@@ -19,6 +18,7 @@ from harness.scenario.schema import (
     from_mapping,
     schema_type_at,
 )
+from harness.scenario.yaml_io import MAX_FILE_BYTES, decode_utf8, parse_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL_FEATURES = ("dp",)
@@ -97,14 +97,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise InputError(f"expected dotted.key=value, got {text!r}", file="--set")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise InputError(
-            f"value is not valid YAML: {raw!r} ({exc})", file="--set", key=key
-        ) from exc
-    return key, value
+        raise InputError(f"expected dotted.key=value, got {shown(text)}", file="--set")
+    return key, parse_yaml(raw, "--set", key) if raw.strip() else ""
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str], src: Source) -> dict[str, Any]:
@@ -129,21 +123,23 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> Load
     """Read, override and validate; raises InputError (exit 2) naming the file and key."""
     overrides = list(overrides or [])
     path = resolve_path(name_or_path)
-    data = path.read_bytes()
+    shown_path = display_path(path)
     try:
-        raw = yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"not valid YAML{where}", file=display_path(path)) from exc
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(f"larger than {MAX_FILE_BYTES:,} bytes", file=shown_path)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror})", file=shown_path) from None
+    raw = parse_yaml(decode_utf8(data, shown_path), shown_path)
     if raw is None or raw == {}:  # every value would be a hidden default
-        raise InputError("empty scenario: no keys (see scenarios/*.yaml)", file=display_path(path))
+        raise InputError("empty scenario: no keys (see scenarios/*.yaml)", file=shown_path)
     if not isinstance(raw, dict):
-        raise InputError("expected a mapping at the top level", file=display_path(path))
-    src = Source(display_path(path), frozenset(parse_override(o)[0] for o in overrides))
+        raise InputError("expected a mapping at the top level", file=shown_path)
+    src = Source(shown_path, frozenset(parse_override(o)[0] for o in overrides))
     merged = apply_overrides(raw, overrides, src)
     sc = from_mapping(Scenario, merged, src)
     if not sc.name:
         sc.name = path.stem
+    check_component(sc.name, file=src.label("name"), key="name")  # a run folder's name
     sc = check_consistency(sc, src)
     return LoadedScenario(sc, path, hashlib.sha256(data).hexdigest(), overrides)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from harness.errors import InputError
+from harness.errors import InputError, shown
 
 MODELS = ("flash", "pro")
 SERVING_MODES = ("nonspec", "eagle", "specv2", "direct")
@@ -317,27 +318,34 @@ class Source:
 def _check_scalar(value: Any, tp: Any, meta: dict[str, Any], src: Source, key: str) -> Any:
     if tp is bool:
         if not isinstance(value, bool):
-            _fail(f"expected true or false, got {value!r}", src, key)
+            _fail(f"expected true or false, got {shown(value)}", src, key)
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            _fail(f"expected an integer, got {value!r}", src, key)
+            _fail(f"expected an integer, got {shown(value)}", src, key)
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail(f"expected a number, got {value!r}", src, key)
+            _fail(f"expected a number, got {shown(value)}", src, key)
         value = float(value)
     elif tp is str:
         if not isinstance(value, str):
-            _fail(f"expected a string, got {value!r}", src, key)
+            _fail(f"expected a string, got {shown(value)}", src, key)
         choices = meta.get("choices") or (meta["choices_fn"]() if meta.get("choices_fn") else None)
         if choices is not None and value not in choices:
             near = difflib.get_close_matches(value, choices, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            _fail(f"unknown value {value!r}{hint}; expected one of {', '.join(choices)}", src, key)
+            _fail(
+                f"unknown value {shown(value)}{hint}; expected one of {', '.join(choices)}",
+                src,
+                key,
+            )
         return value
+    # NaN compares false with everything: without this it would pass every range check
+    if not math.isfinite(value):
+        _fail(f"{value} is not a finite number", src, key)
     lo, hi = meta.get("min"), meta.get("max")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        _fail(f"{value!r} out of range [{lo}, {hi}]", src, key)
+        _fail(f"{shown(value)} out of range [{lo}, {hi}]", src, key)
     return value
 
 
@@ -360,7 +368,7 @@ def _check_value(value: Any, tp: Any, meta: dict[str, Any], src: Source, key: st
             ]
         out = [_check_scalar(v, item_tp, meta, src, key) for v in items]
         if len(set(out)) != len(out):
-            _fail(f"duplicate entries in {out!r}", src, key)
+            _fail(f"duplicate entries in {shown(out)}", src, key)
         return out
     return _check_scalar(value, tp, meta, src, key)
 
@@ -384,7 +392,7 @@ def from_mapping(cls: type, raw: Any, src: Source, prefix: str = "") -> Any:
     known = field_names(cls)
     for k in raw:
         if not isinstance(k, str) or k not in known:
-            unknown_key(str(k), known, src, prefix)
+            unknown_key(k if isinstance(k, str) else shown(k), known, src, prefix)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in raw:

@@ -144,10 +144,10 @@ class GraphRunner:
             self.forward()
 
         with tags(forward_mode=self.forward_mode.name, path="capture"), region("step"):
-            with region("graph/prepare"):
+            with region("graph", "prepare"):
                 _seq_lens_sum = int(fb.seq_lens.sum().item())  # fidelity: S05
             backend.init_forward_metadata_out_graph(fb, in_capture=True)
-            with region("graph/capture"):
+            with region("graph", "capture"):
                 if self.real_graphs:
                     self.graphs[bs] = self._capture_cuda(body)
                 else:
@@ -207,7 +207,7 @@ class GraphRunner:
         raw_bs = batch.batch_size
         ntok = self.tokens_per_req
         with tags(forward_mode=batch.forward_mode.name, path="graph"):
-            with region("graph/prepare"):
+            with region("graph", "prepare"):
                 pad_rows(batch.req_pool_indices, self.req_pool_indices[:bs], PAD_REQ_POOL_INDEX)
                 pad_rows(batch.seq_lens, self.seq_lens[:bs], PAD_SEQ_LEN)
                 pad_rows(batch.out_cache_loc, self.out_cache_loc[: bs * ntok], PAD_OUT_CACHE_LOC)
@@ -227,7 +227,7 @@ class GraphRunner:
                     fb.seq_lens_sum = None
             used = None if fb.seq_lens_cpu is None else fb.seq_lens_cpu[:raw_bs].clone()
             self.backend.init_forward_metadata_out_graph(fb, in_capture=False)
-            with region("graph/replay"):
+            with region("graph", "replay"):
                 if self.real_graphs:
                     self.graphs[bs].replay()
             if not self.real_graphs:

@@ -53,14 +53,14 @@ class Mirror:
 
 def host_known_mirror(lens: Sequence[int]) -> Mirror:
     """The scheduler's own lengths handed to the batch (no speculation, every prefill)."""
-    with region("scheduler/mirror"):
+    with region("scheduler", "mirror"):
         return Mirror.of_host(lens)
 
 
 def blocking_copy_d2h(new_seq_lens: torch.Tensor) -> list[int]:
     """Overlap scheduler off: after every speculative step, decode and prefill, the scheduler
     copies the new lengths to the host with a blocking ``.to("cpu")`` (S03)."""
-    with region("scheduler/mirror"):
+    with region("scheduler", "mirror"):
         return new_seq_lens.to("cpu").tolist()  # fidelity: S03
 
 
@@ -116,7 +116,7 @@ class LengthRelay:
         private stream, copy the whole buffer into pinned memory non-blocking, then
         synchronize that stream (S01). Before any publish, or off CUDA, the batch's lengths
         are copied with ``.cpu()`` instead (S02; on CUDA every decode follows a publish)."""
-        with region("scheduler/mirror"):
+        with region("scheduler", "mirror"):
             if not self._host_side() or self.publish_ready is None:
                 lens = seq_lens.cpu()  # fidelity: S02
                 return Mirror(lens, int(lens.sum()))

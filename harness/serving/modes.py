@@ -87,7 +87,7 @@ class ServingMode:
         rows = [i.pool_idx for i in items]
         lens = [i.seq_len for i in items]
         ext = [i.extend_len for i in items]
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             rpi = host_to_device_async(rows, torch.int64, dev)
             seq_lens = host_to_device_async(lens, torch.int64, dev)
             slots = [
@@ -110,7 +110,7 @@ class ServingMode:
             rec = run_eager(backend, batch, _prefill_forward(world, backend, batch))
             passes.append((rec, lens))
         if world.relay is not None:
-            with region("scheduler/publish"):
+            with region("scheduler", "publish"):
                 world.relay.publish(rpi, seq_lens)
         self.end_of_step(world, rows, seq_lens)
         return passes
@@ -144,7 +144,7 @@ def decode_one_pass(mode: ServingMode, world: World, plan: StepPlan) -> list[Pas
     dev = world.device
     rows = list(plan.pool_indices)
     new_lens = [n + 1 for n in plan.seq_lens]  # the host adds 1 per decode step
-    with region("scheduler/prepare"):
+    with region("scheduler", "prepare"):
         rpi = host_to_device_async(rows, torch.int64, dev)
         seq_lens = host_to_device_async(new_lens, torch.int64, dev)
         slots = [world.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
@@ -164,7 +164,7 @@ def idle_pass(world: World) -> list[Pass]:
     padded to the bucket of the largest batch across ranks, when every rank runs graphs, and
     runs it eagerly otherwise. Modelled without speculative decoding."""
     dev = world.device
-    with region("scheduler/prepare"):
+    with region("scheduler", "prepare"):
         empty = [torch.empty(0, dtype=torch.int64, device=dev) for _ in range(3)]
     mirror = host_known_mirror([])
     batch = ForwardBatch(
@@ -194,7 +194,7 @@ class Eagle(ServingMode):
     def decode(self, world: World, plan: StepPlan) -> list[Pass]:
         rows = list(plan.pool_indices)
         lens = list(plan.seq_lens)  # oracle truth (the host of a real system lacks it)
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             rpi = host_to_device_async(rows, torch.int64, world.device)
             if self.serving_stack:
                 eagle_prepare_for_decode(world, lens)
@@ -203,11 +203,11 @@ class Eagle(ServingMode):
         passes = [self._draft(world, rpi, seq_lens, mirror, lens)]
         verify_pass, verify_out = self._verify(world, rpi, seq_lens, mirror, lens)
         passes.append(verify_pass)
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             # Stand-in for the verify's sampling result (accept lengths land on the device).
             accept = host_to_device_async(plan.accept_lens, torch.int64, world.device)
             new_seq_lens = seq_lens + accept
-        with region("scheduler/publish"):
+        with region("scheduler", "publish"):
             world.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
         passes.append(self._draft_extend(world, rpi, seq_lens, verify_out, mirror, lens))
         self.end_of_step(world, rows, new_seq_lens)
@@ -217,7 +217,7 @@ class Eagle(ServingMode):
     def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
         """The lengths the last blocking copies brought to the host, gathered for this batch's
         rows on the host (as the scheduler filters and merges its batches)."""
-        with region("scheduler/mirror"):
+        with region("scheduler", "mirror"):
             return Mirror.of_host([world.host_lens[r] for r in rows])
 
     def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
@@ -226,7 +226,7 @@ class Eagle(ServingMode):
     # ---- the passes ----------------------------------------------------------------------
     def _draft(self, world, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
         spec, bs = world.spec, int(rpi.shape[0])
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
             out = _slots(world, rpi, seq_lens, spec.num_steps)
             dm = mirror.shifted(1)
@@ -241,7 +241,7 @@ class Eagle(ServingMode):
 
     def _verify(self, world, rpi, seq_lens, mirror: Mirror, lens) -> tuple[Pass, torch.Tensor]:
         spec, bs = world.spec, int(rpi.shape[0])
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             out = _slots(world, rpi, seq_lens, spec.draft_token_num)
             verify = ForwardBatch(
                 ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, out, mirror.seq_lens_cpu,
@@ -251,7 +251,7 @@ class Eagle(ServingMode):
 
     def _draft_extend(self, world, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
         d = world.spec.draft_token_num
-        with region("worker/prepare"):
+        with region("worker", "prepare"):
             batch = draft_extend_batch(
                 world, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
             )
@@ -296,7 +296,7 @@ def size_tree_mask_from_backend(world: World) -> int:
     """The draft worker sizes the verify tree mask from ``attn_backend.max_context_len`` when
     the batch has no ``seq_lens_sum`` and the backend preallocates no tree-mask buffer
     (DeepSeek-V4 has none). Before a9cf5e68 the backend has no such attribute (S04)."""
-    with region("worker/draft"):
+    with region("worker", "draft"):
         return world.target_backend.max_context_len  # fidelity: S04
 
 

@@ -48,13 +48,26 @@ class SchedulerConfig:
             raise ValueError("prefill_every must be >= 0 (0 = never)")
         if self.batch_size == 0 and self.prefill_every:
             raise ValueError("a scheduler without requests has nothing to prefill")
-        if self.prompt_len[1] + self.tokens_per_step + 1 > self.context_len:
-            raise ValueError("context_len too small for the prompt lengths")
+        need = min_context_len(self.prompt_len, self.spec)
+        if need > self.context_len:
+            raise ValueError(
+                f"context_len {self.context_len} too small for the prompt lengths (needs {need})"
+            )
 
     @property
     def tokens_per_step(self) -> int:
-        """KV positions a decode step may write per request (draft tokens with EAGLE)."""
-        return self.spec.draft_token_num if self.spec else 1
+        return tokens_per_step(self.spec)
+
+
+def tokens_per_step(spec: SpecInfo | None) -> int:
+    """KV positions a decode step may write per request (draft tokens with EAGLE)."""
+    return spec.draft_token_num if spec else 1
+
+
+def min_context_len(prompt_len: tuple[int, int], spec: SpecInfo | None) -> int:
+    """The shortest context a request fits in: the longest arriving prompt, one step's writes
+    and the one position more the scheduler keeps free (`Scheduler._max_len`)."""
+    return prompt_len[1] + tokens_per_step(spec) + 1
 
 
 @dataclass

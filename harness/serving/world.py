@@ -263,7 +263,7 @@ class World:
     def plan_step(self) -> StepPlan:
         """Schedule the step (region ``scheduler/prepare``); with speculative decoding the
         lengths of requests that joined with their KV are published to the relay."""
-        with region("scheduler/prepare"):
+        with region("scheduler", "prepare"):
             plan = self.scheduler.schedule()
             if plan.admitted_direct and self.relay is not None:
                 rows, lens = zip(*plan.admitted_direct)
@@ -282,7 +282,7 @@ class World:
                 passes = self.mode.decode(self, plan)
         finally:
             self.dp = None
-        with region("scheduler/commit"):
+        with region("scheduler", "commit"):
             self.scheduler.commit(plan)
         return passes
 

@@ -184,7 +184,20 @@ def _kind_set(kind: SyncKind | str | Iterable[SyncKind | str] | None) -> frozens
         return None
     if isinstance(kind, (str, SyncKind)):
         kind = [kind]
-    return frozenset(SyncKind(k).value for k in kind)
+    try:
+        kinds = list(kind)
+    except TypeError:
+        raise TypeError(f"sync kinds: a kind or a list of kinds, got {kind!r}") from None
+    return frozenset(_kind_value(k) for k in kinds)
+
+
+def _kind_value(kind: object) -> str:
+    """The value of a SyncKind given by member or name; an unknown one lists the valid kinds."""
+    try:
+        return SyncKind(kind).value
+    except ValueError:
+        valid = ", ".join(k.value for k in SyncKind)
+        raise ValueError(f"unknown sync kind {kind!r}; the kinds are: {valid}") from None
 
 
 def _matches(e: SyncEvent, kinds: frozenset[str] | None, region: str | None) -> bool:

@@ -17,7 +17,9 @@ _PUSH, _POP = nvtx_ranges.PUSH, nvtx_ranges.POP
 
 
 class region:
-    """Mark a named region; regions nest and their paths join with '/'.
+    """Mark a named region; regions nest and their paths join with '/'. A name is one
+    component of that path: `region("scheduler", "prepare")` is one region two levels down
+    (one NVTX range, one ledger entry), `region("scheduler", "prepare")` is refused.
 
     Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
     The profiler does not see NVTX ranges, so a `record_function` label is added only while
@@ -26,8 +28,13 @@ class region:
 
     __slots__ = ("_label", "_t0", "name", "path")
 
-    def __init__(self, name: str) -> None:
-        self.name = name.strip("/")
+    def __init__(self, *names: str) -> None:
+        for name in names:
+            if not isinstance(name, str) or not name or "/" in name:
+                _refuse(name)
+        if not names:
+            raise TypeError("region() needs a name, e.g. region('metadata')")
+        self.name = "/".join(names)
         self._label: object | None = None
         self._t0 = 0
 
@@ -63,3 +70,15 @@ class region:
             self._label = None
         _POP()
         st.regions.pop()
+
+
+def _refuse(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"a region name is a string, got {name!r}")
+    if not name:
+        raise ValueError("a region name must not be empty")
+    parts = ", ".join(repr(p) for p in name.split("/") if p)
+    raise ValueError(
+        f"region name {name!r} holds '/': a name is one path component (nest regions, or "
+        f"region({parts}) for one region that many levels down)"
+    )

@@ -33,16 +33,25 @@ def _staging_from_env() -> int:
     raw = os.environ.get(_ENV_STAGING)
     if raw is None:
         return H200_STAGING_BYTES
-    if not raw.isdigit():
-        raise ValueError(f"{_ENV_STAGING}={raw!r}: expected a number of bytes")
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValueError(
+            f"environment variable {_ENV_STAGING}={raw[:40]!r}: expected a number of bytes "
+            f"(e.g. {H200_STAGING_BYTES}, the H200's)"
+        )
     return int(raw)
 
 
-_staging_bytes = _staging_from_env()
+# Read from the environment at the first use, not at import: a bad value must not break
+# programs (or commands) that never classify a copy.
+_staging_bytes: int | None = None
 
 
 def pageable_staging_bytes() -> int:
-    """The size up to which a pageable non_blocking host-to-device copy returns at once."""
+    """The size up to which a pageable non_blocking host-to-device copy returns at once
+    (ValueError naming the variable when HARNESS_PAGEABLE_STAGING_BYTES is not a number)."""
+    global _staging_bytes
+    if _staging_bytes is None:
+        _staging_bytes = _staging_from_env()
     return _staging_bytes
 
 
@@ -80,7 +89,7 @@ def classify_h2d(nbytes: int, non_blocking: bool, src: HostMemory) -> SyncKind |
         return SyncKind.H2D_BLOCKING
     if src.direct:
         return None
-    if nbytes <= _staging_bytes:
+    if nbytes <= pageable_staging_bytes():
         return SyncKind.PAGEABLE_STAGED
     return SyncKind.PAGEABLE_ASYNC
 

@@ -146,7 +146,6 @@ def rule_for(func: Any) -> Callable[[tuple, dict], list[SyncKind]] | None:
     return _one_read if reads_by_tags(func) else None
 
 
-
 def one_hot_kinds(num_classes: int) -> list[SyncKind]:
     """`F.one_hot` (composite, so it never reaches aten whole): without `num_classes` CUDA reads
     the largest class to size the output (cases one_hot_*)."""
