@@ -20,7 +20,7 @@ from harness.dp.record import FORWARD_MODE_CODE, RECORD_LEN, local_record
 from harness.errors import InputError
 from harness.gate.run import chosen_scenarios
 from harness.report.dp_tables import EXCHANGE_REGION, format_stall_answer, stall_answer
-from harness.report.load import RunData
+from harness.results.load import RunData
 from harness.scenario import load_scenario
 from harness.serving import WorldConfig, build_world
 from harness.sync import SyncLedger, emulated_device

@@ -13,7 +13,7 @@ from harness.report.dp_tables import (
     exchange_wait,
     syncs_per_rank_step,
 )
-from harness.report.load import RunData
+from harness.results.load import RunData
 from harness.report.style import empty, maybe_log, new_figure, shared_legend_entries, title
 
 _RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")

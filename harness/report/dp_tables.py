@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.report import tables
-from harness.report.load import CELL_KEYS, RunData, load_run
+from harness.results.load import CELL_KEYS, RunData, load_run
 from harness.results.stats import LEVEL, median_difference
 
 EXCHANGE_REGION = "step/scheduler/dp_exchange"

@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.report import tables
 from harness.report.dp_tables import EXCHANGE_REGION, is_dp_run
-from harness.report.load import CELL_KEYS, RunData
+from harness.results.load import CELL_KEYS, RunData
 
 
 def aligned_step_starts(run: RunData) -> dict[tuple, float]:

@@ -22,7 +22,7 @@ from harness.report.latency_plots import (
     plot_latency_ecdf,
     plot_latency_vs_batch,
 )
-from harness.report.load import RunData
+from harness.results.load import RunData
 from harness.report.sync_cost_plots import plot_sync_cost
 from harness.report.sync_plots import (
     plot_blame,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.report.load import CELL_KEYS
+from harness.results.load import CELL_KEYS
 from harness.results.deltas import variant_label
 from harness.results.rates import (
     KIND_ORDER,

@@ -26,7 +26,7 @@ import pandas as pd
 from harness.report import tables
 from harness.report.dp_tables import is_dp_run
 from harness.report.dp_trace import aligned_step_starts
-from harness.report.load import CELL_KEYS, RunData
+from harness.results.load import CELL_KEYS, RunData
 
 HOST_TID, DEVICE_TID = 1, 2
 STEP_GAP_US = 5.0  # white space between steps so step boundaries are visible when zoomed

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import InputError, shown
-from harness.report.load import RunData, load_run
+from harness.results.load import RunData, load_run
 from harness.results.deltas import cell_rates, delta_line, signed, variant_label
 from harness.results.rates import CELL, syncs_per_kind_step
 from harness.results.samples import headline_metric, step_times

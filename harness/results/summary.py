@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.load import RunData, load_run
+from harness.results.load import RunData, load_run
 from harness.results.deltas import against_before, signed
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, syncs_per_kind_step
 from harness.results.samples import dispersion, headline_metric, step_times

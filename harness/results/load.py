@@ -1,8 +1,9 @@
 """Read a run folder (results/runs/<scenario>/<run-id>/) into DataFrames.
 
-Reads files only: the report must work on a laptop that has the results but not the backend,
-so nothing here imports harness.backend, harness.serving or torch; the column definitions come
-from harness.results.tables (constants only), the format's single source of truth.
+Reads files only: the summary, compare and the report must work on a laptop that has the
+results but not the backend, so nothing here imports torch, matplotlib or a world; the column
+definitions come from harness.results.tables (constants only), the format's single source of
+truth.
 """
 
 from __future__ import annotations
