@@ -25,11 +25,11 @@ tokens at L .. L+D-1), DRAFT_EXTEND L+D (D tokens); prefill: prefix + extend.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
 from harness.batch.info import (
+    DPGlobalInfo,
     ForwardBatch,
     ForwardMode,
     extend_start_loc_of,
@@ -39,10 +39,8 @@ from harness.batch.info import (
 from harness.serving.graph_runner import PassRecord, run_eager
 from harness.serving.mirror import Mirror, blocking_copy_d2h, host_known_mirror
 from harness.serving.scheduler import StepPlan
+from harness.serving.stack import ServingStack
 from harness.sync import region
-
-if TYPE_CHECKING:
-    from harness.serving.world import World
 
 # A pass and the lengths the backend should have seen (the oracle's truth, host values).
 Pass = tuple[PassRecord, Sequence[int]]
@@ -50,6 +48,10 @@ MIRROR_SETTINGS = ("auto", "present", "absent")
 
 
 class ServingMode:
+    """A step's passes over the serving stack (never the world around it). ``dp``: what the
+    DP-attention ranks decided together for the step (None with one rank); every batch of the
+    step carries it."""
+
     name = "base"
     # True/False: always/never speculative; None: as configured (the direct mode)
     spec: bool | None = False
@@ -59,30 +61,34 @@ class ServingMode:
     # worker), not built by hand as the direct mode does
     serving_stack = True
 
-    def decode(self, world: World, plan: StepPlan) -> list[Pass]:  # pragma: no cover
+    def decode(
+        self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None
+    ) -> list[Pass]:  # pragma: no cover
         raise NotImplementedError
 
     # ---- the mirror ----------------------------------------------------------------------
     def decode_mirror(
-        self, world: World, rows: Sequence[int], lens: Sequence[int], seq_lens: torch.Tensor
+        self, stack: ServingStack, rows: Sequence[int], lens: Sequence[int], seq_lens: torch.Tensor
     ) -> Mirror:  # pragma: no cover
         """The mirror of a decode batch: ``lens`` are the lengths the scheduler knows (the
         simulator's truth), ``seq_lens`` the batch's device lengths."""
         raise NotImplementedError
 
-    def wants_decode_mirror(self, world: World) -> bool:
+    def wants_decode_mirror(self, stack: ServingStack) -> bool:
         """Does a decode batch carry the mirror?"""
         return True
 
-    def prefill_mirror(self, world: World, lens: Sequence[int]) -> Mirror:
+    def prefill_mirror(self, stack: ServingStack, lens: Sequence[int]) -> Mirror:
         return host_known_mirror(lens)
 
-    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+    def end_of_step(
+        self, stack: ServingStack, rows: Sequence[int], new_seq_lens: torch.Tensor
+    ) -> None:
         """Host work after a step's forward passes (the overlap-off mirror copy)."""
 
     # ---- prefill -------------------------------------------------------------------------
-    def prefill(self, world: World, plan: StepPlan) -> list[Pass]:
-        dev = world.device
+    def prefill(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
+        dev = stack.device
         items = plan.prefill
         rows = [i.pool_idx for i in items]
         lens = [i.seq_len for i in items]
@@ -91,7 +97,7 @@ class ServingMode:
             rpi = host_to_device_async(rows, torch.int64, dev)
             seq_lens = host_to_device_async(lens, torch.int64, dev)
             slots = [
-                s for i in items for s in world.pool.slots(i.pool_idx, i.prefix_len, i.seq_len)
+                s for i in items for s in stack.pool.slots(i.pool_idx, i.prefix_len, i.seq_len)
             ]
             out = host_to_device_async(slots, torch.int64, dev)
             if self.serving_stack:  # ForwardBatch.init_new from the scheduler's host lists (S07)
@@ -99,27 +105,27 @@ class ServingMode:
             else:
                 ext_dev = host_to_device_async(ext, torch.int32, dev)
             start = extend_start_loc_of(ext_dev)
-        mirror = self.prefill_mirror(world, lens)
+        mirror = self.prefill_mirror(stack, lens)
         passes = []
-        for backend in world.prefill_backends():
+        for backend in stack.prefill_backends():
             batch = ForwardBatch(
                 ForwardMode.EXTEND, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
                 mirror.seq_lens_sum, extend_seq_lens=ext_dev, extend_seq_lens_cpu=list(ext),
-                extend_start_loc=start, dp=world.dp,
+                extend_start_loc=start, dp=dp,
             )  # fmt: skip
-            rec = run_eager(backend, batch, _prefill_forward(world, backend, batch))
+            rec = run_eager(backend, batch, _prefill_forward(stack, backend, batch))
             passes.append((rec, lens))
-        if world.relay is not None:
+        if stack.relay is not None:
             with region("scheduler", "publish"):
-                world.relay.publish(rpi, seq_lens)
-        self.end_of_step(world, rows, seq_lens)
+                stack.relay.publish(rpi, seq_lens)
+        self.end_of_step(stack, rows, seq_lens)
         return passes
 
 
-def _prefill_forward(world: World, backend, batch: ForwardBatch) -> Callable[[], None]:
+def _prefill_forward(stack: ServingStack, backend, batch: ForwardBatch) -> Callable[[], None]:
     def forward() -> None:
         # Sparse prefill sizes its workspace from a device value at forward time (one D2H).
-        world.forward(lambda: backend.sparse_prefill_workspace_len_d2h(batch))
+        stack.forward(lambda: backend.sparse_prefill_workspace_len_d2h(batch))
 
     return forward
 
@@ -139,48 +145,50 @@ def get_serving_mode(name: str) -> ServingMode:
         raise ValueError(f"unknown serving mode {name!r}; known: {sorted(SERVING_MODES)}") from None
 
 
-def decode_one_pass(mode: ServingMode, world: World, plan: StepPlan) -> list[Pass]:
+def decode_one_pass(
+    mode: ServingMode, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None
+) -> list[Pass]:
     """A step of one DECODE pass per request (no speculative decoding)."""
-    dev = world.device
+    dev = stack.device
     rows = list(plan.pool_indices)
     new_lens = [n + 1 for n in plan.seq_lens]  # the host adds 1 per decode step
     with region("scheduler", "prepare"):
         rpi = host_to_device_async(rows, torch.int64, dev)
         seq_lens = host_to_device_async(new_lens, torch.int64, dev)
-        slots = [world.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
+        slots = [stack.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
         out = host_to_device_async(slots, torch.int64, dev)
-    mirror = mode.decode_mirror(world, rows, new_lens, seq_lens)
+    mirror = mode.decode_mirror(stack, rows, new_lens, seq_lens)
     batch = ForwardBatch(
         ForwardMode.DECODE, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
-        mirror.seq_lens_sum, dp=world.dp,
+        mirror.seq_lens_sum, dp=dp,
     )  # fmt: skip
-    return [(world.runners["decode"].run(batch), new_lens)]
+    return [(stack.runners["decode"].run(batch), new_lens)]
 
 
-def idle_pass(world: World) -> list[Pass]:
+def idle_pass(stack: ServingStack, dp: DPGlobalInfo) -> list[Pass]:
     """DP attention's IDLE batch: a rank with no requests runs an empty batch while another rank
     has work, so that it takes part in the step's collectives (dp_attn.py:237-245; an idle
     batch holds empty tensors, schedule_batch.py:2630-2644). The decode runner replays it,
     padded to the bucket of the largest batch across ranks, when every rank runs graphs, and
     runs it eagerly otherwise. Modelled without speculative decoding."""
-    dev = world.device
+    dev = stack.device
     with region("scheduler", "prepare"):
         empty = [torch.empty(0, dtype=torch.int64, device=dev) for _ in range(3)]
     mirror = host_known_mirror([])
     batch = ForwardBatch(
-        ForwardMode.IDLE, 0, *empty, mirror.seq_lens_cpu, mirror.seq_lens_sum, dp=world.dp
+        ForwardMode.IDLE, 0, *empty, mirror.seq_lens_cpu, mirror.seq_lens_sum, dp=dp
     )
-    return [(world.runners["decode"].run(batch), [])]
+    return [(stack.runners["decode"].run(batch), [])]
 
 
 @serving_mode
 class NonSpec(ServingMode):
     name = "nonspec"
 
-    def decode(self, world: World, plan: StepPlan) -> list[Pass]:
-        return decode_one_pass(self, world, plan)
+    def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
+        return decode_one_pass(self, stack, plan, dp)
 
-    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+    def decode_mirror(self, stack: ServingStack, rows, lens, seq_lens) -> Mirror:
         return host_known_mirror(lens)
 
 
@@ -191,92 +199,96 @@ class Eagle(ServingMode):
     name = "eagle"
     spec = True
 
-    def decode(self, world: World, plan: StepPlan) -> list[Pass]:
+    def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
         rows = list(plan.pool_indices)
         lens = list(plan.seq_lens)  # oracle truth (the host of a real system lacks it)
         with region("scheduler", "prepare"):
-            rpi = host_to_device_async(rows, torch.int64, world.device)
+            rpi = host_to_device_async(rows, torch.int64, stack.device)
             if self.serving_stack:
-                eagle_prepare_for_decode(world, lens)
-            seq_lens = world.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
-        mirror = self.decode_mirror(world, rows, lens, seq_lens)
-        passes = [self._draft(world, rpi, seq_lens, mirror, lens)]
-        verify_pass, verify_out = self._verify(world, rpi, seq_lens, mirror, lens)
+                eagle_prepare_for_decode(stack, lens)
+            seq_lens = stack.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
+        mirror = self.decode_mirror(stack, rows, lens, seq_lens)
+        passes = [self._draft(stack, rpi, seq_lens, mirror, lens)]
+        verify_pass, verify_out = self._verify(stack, rpi, seq_lens, mirror, lens)
         passes.append(verify_pass)
         with region("scheduler", "prepare"):
             # Stand-in for the verify's sampling result (accept lengths land on the device).
-            accept = host_to_device_async(plan.accept_lens, torch.int64, world.device)
+            accept = host_to_device_async(plan.accept_lens, torch.int64, stack.device)
             new_seq_lens = seq_lens + accept
         with region("scheduler", "publish"):
-            world.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
-        passes.append(self._draft_extend(world, rpi, seq_lens, verify_out, mirror, lens))
-        self.end_of_step(world, rows, new_seq_lens)
+            stack.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
+        passes.append(self._draft_extend(stack, rpi, seq_lens, verify_out, mirror, lens))
+        self.end_of_step(stack, rows, new_seq_lens)
         return passes
 
     # ---- the mirror ----------------------------------------------------------------------
-    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
+    def decode_mirror(self, stack: ServingStack, rows, lens, seq_lens) -> Mirror:
         """The lengths the last blocking copies brought to the host, gathered for this batch's
         rows on the host (as the scheduler filters and merges its batches)."""
         with region("scheduler", "mirror"):
-            return Mirror.of_host([world.host_lens[r] for r in rows])
+            return Mirror.of_host([stack.host_lens[r] for r in rows])
 
-    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
-        world.host_lens.update(zip(rows, blocking_copy_d2h(new_seq_lens)))
+    def end_of_step(
+        self, stack: ServingStack, rows: Sequence[int], new_seq_lens: torch.Tensor
+    ) -> None:
+        stack.host_lens.update(zip(rows, blocking_copy_d2h(new_seq_lens)))
 
     # ---- the passes ----------------------------------------------------------------------
-    def _draft(self, world, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
-        spec, bs = world.spec, int(rpi.shape[0])
+    def _draft(self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
+        spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
             # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
-            out = _slots(world, rpi, seq_lens, spec.num_steps)
+            out = _slots(stack, rpi, seq_lens, spec.num_steps)
             dm = mirror.shifted(1)
             draft = ForwardBatch(
                 ForwardMode.DECODE, bs, seq_lens + 1, rpi, out, dm.seq_lens_cpu, dm.seq_lens_sum,
                 spec_info=spec,
             )  # fmt: skip
-        rec = world.runners["draft"].run(draft)
+        rec = stack.runners["draft"].run(draft)
         if self.serving_stack and draft.seq_lens_sum is None:
-            size_tree_mask_from_backend(world)
+            size_tree_mask_from_backend(stack)
         return rec, [n + 1 for n in lens]
 
-    def _verify(self, world, rpi, seq_lens, mirror: Mirror, lens) -> tuple[Pass, torch.Tensor]:
-        spec, bs = world.spec, int(rpi.shape[0])
+    def _verify(
+        self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens
+    ) -> tuple[Pass, torch.Tensor]:
+        spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
-            out = _slots(world, rpi, seq_lens, spec.draft_token_num)
+            out = _slots(stack, rpi, seq_lens, spec.draft_token_num)
             verify = ForwardBatch(
                 ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, out, mirror.seq_lens_cpu,
                 mirror.seq_lens_sum, spec_info=spec,
             )  # fmt: skip
-        return (world.runners["verify"].run(verify), lens), out
+        return (stack.runners["verify"].run(verify), lens), out
 
-    def _draft_extend(self, world, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
-        d = world.spec.draft_token_num
+    def _draft_extend(self, stack: ServingStack, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
+        d = stack.spec.draft_token_num
         with region("worker", "prepare"):
             batch = draft_extend_batch(
-                world, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
+                stack, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
             )
-        runner = world.runners.get("draft_extend")
+        runner = stack.runners.get("draft_extend")
         rec = (
             runner.run(batch)
             if runner
-            else run_eager(world.draft_extend_backend, batch, world.forward)
+            else run_eager(stack.draft_extend_backend, batch, stack.forward)
         )
         return rec, [n + d for n in lens]
 
 
-def _slots(world: World, rpi: torch.Tensor, seq_lens: torch.Tensor, n: int) -> torch.Tensor:
+def _slots(stack: ServingStack, rpi: torch.Tensor, seq_lens: torch.Tensor, n: int) -> torch.Tensor:
     """KV slots of positions L .. L+n-1 of each request (request-major), gathered on device."""
-    pos = seq_lens[:, None] + torch.arange(n, dtype=torch.int64, device=world.device)[None, :]
-    return world.pool.req_to_token[rpi[:, None], pos].to(torch.int64).reshape(-1)
+    pos = seq_lens[:, None] + torch.arange(n, dtype=torch.int64, device=stack.device)[None, :]
+    return stack.pool.req_to_token[rpi[:, None], pos].to(torch.int64).reshape(-1)
 
 
-def eagle_prepare_for_decode(world: World, lens: Sequence[int]) -> None:
+def eagle_prepare_for_decode(stack: ServingStack, lens: Sequence[int]) -> None:
     """``eagle_prepare_for_decode`` moves two host lists of KV lengths (int32, one per
     request: allocated now, allocated after this step) to the device from pageable memory,
     non-blocking (S06)."""
     cur = list(lens)
-    nxt = [n + world.spec.draft_token_num for n in cur]
-    dev = world.device
+    nxt = [n + stack.spec.draft_token_num for n in cur]
+    dev = stack.device
     pageable_to_device_nonblocking(cur, torch.int32, dev)  # fidelity: S06
     pageable_to_device_nonblocking(nxt, torch.int32, dev)
 
@@ -292,16 +304,16 @@ def extend_lists_to_device(
     return ext
 
 
-def size_tree_mask_from_backend(world: World) -> int:
+def size_tree_mask_from_backend(stack: ServingStack) -> int:
     """The draft worker sizes the verify tree mask from ``attn_backend.max_context_len`` when
     the batch has no ``seq_lens_sum`` and the backend preallocates no tree-mask buffer
     (DeepSeek-V4 has none). Before a9cf5e68 the backend has no such attribute (S04)."""
     with region("worker", "draft"):
-        return world.target_backend.max_context_len  # fidelity: S04
+        return stack.target_backend.max_context_len  # fidelity: S04
 
 
 def draft_extend_batch(
-    world: World,
+    stack: ServingStack,
     rpi: torch.Tensor,
     seq_lens: torch.Tensor,
     out: torch.Tensor,
@@ -312,7 +324,7 @@ def draft_extend_batch(
     """The draft-extend batch after verify: D tokens per request. With the mirror the worker
     passes host lists, which become two pageable non-blocking copies (S07); without it, the
     GPU-only path keeps every length on the device."""
-    bs, d, dev = int(rpi.shape[0]), world.spec.draft_token_num, world.device
+    bs, d, dev = int(rpi.shape[0]), stack.spec.draft_token_num, stack.device
     if host_lists and mirror.seq_lens_cpu is not None:
         ext = extend_lists_to_device(mirror.seq_lens_cpu.tolist(), [d] * bs, dev)
     else:
@@ -321,7 +333,7 @@ def draft_extend_batch(
     return ForwardBatch(
         ForwardMode.DRAFT_EXTEND, bs, seq_lens + d, rpi, out, em.seq_lens_cpu, em.seq_lens_sum,
         extend_seq_lens=ext, extend_seq_lens_cpu=[d] * bs, extend_start_loc=extend_start_loc_of(ext),
-        spec_info=world.spec,
+        spec_info=stack.spec,
     )  # fmt: skip
 
 
@@ -333,15 +345,17 @@ class SpecV2(Eagle):
     name = "specv2"
     mirror_settings = ("auto", "present", "absent")
 
-    def wants_decode_mirror(self, world: World) -> bool:
-        return world.relay_wants_mirror
+    def wants_decode_mirror(self, stack: ServingStack) -> bool:
+        return stack.relay_wants_mirror
 
-    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
-        if not world.relay_wants_mirror:
+    def decode_mirror(self, stack: ServingStack, rows, lens, seq_lens) -> Mirror:
+        if not stack.relay_wants_mirror:
             return Mirror.absent()
-        return world.relay.pull_mirror_syncs(seq_lens, rows)
+        return stack.relay.pull_mirror_syncs(seq_lens, rows)
 
-    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+    def end_of_step(
+        self, stack: ServingStack, rows: Sequence[int], new_seq_lens: torch.Tensor
+    ) -> None:
         return None
 
 
@@ -354,22 +368,24 @@ class Direct(Eagle):
     mirror_settings = ("present", "absent")
     serving_stack = False
 
-    def wants_decode_mirror(self, world: World) -> bool:
-        return world.cfg.mirror == "present"
+    def wants_decode_mirror(self, stack: ServingStack) -> bool:
+        return stack.mirror == "present"
 
-    def _mirror(self, world: World, lens: Sequence[int]) -> Mirror:
-        return Mirror.of_host(lens) if self.wants_decode_mirror(world) else Mirror.absent()
+    def _mirror(self, stack: ServingStack, lens: Sequence[int]) -> Mirror:
+        return Mirror.of_host(lens) if self.wants_decode_mirror(stack) else Mirror.absent()
 
-    def prefill_mirror(self, world: World, lens: Sequence[int]) -> Mirror:
-        return self._mirror(world, lens)
+    def prefill_mirror(self, stack: ServingStack, lens: Sequence[int]) -> Mirror:
+        return self._mirror(stack, lens)
 
-    def decode(self, world: World, plan: StepPlan) -> list[Pass]:
-        if world.spec is None:
-            return decode_one_pass(self, world, plan)
-        return super().decode(world, plan)
+    def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
+        if stack.spec is None:
+            return decode_one_pass(self, stack, plan, dp)
+        return super().decode(stack, plan, dp)
 
-    def decode_mirror(self, world: World, rows, lens, seq_lens) -> Mirror:
-        return self._mirror(world, lens)
+    def decode_mirror(self, stack: ServingStack, rows, lens, seq_lens) -> Mirror:
+        return self._mirror(stack, lens)
 
-    def end_of_step(self, world: World, rows: Sequence[int], new_seq_lens: torch.Tensor) -> None:
+    def end_of_step(
+        self, stack: ServingStack, rows: Sequence[int], new_seq_lens: torch.Tensor
+    ) -> None:
         return None

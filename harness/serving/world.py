@@ -30,6 +30,7 @@ from harness.serving.modes import (
     idle_pass,
 )
 from harness.serving.scheduler import Scheduler, SchedulerConfig, StepPlan
+from harness.serving.stack import ServingStack
 from harness.serving.standin import StandInForward
 from harness.sync import current_step, is_emulated, region, set_step, tags
 
@@ -159,21 +160,30 @@ class World:
         self.needs_cpu_seq_lens = any(b.needs_cpu_seq_lens for b in backends)
         # The relay's switch (spec-v2): the flag, unless a what-if forces it.
         forced = {"present": True, "absent": False}
-        self.relay_wants_mirror = forced.get(cfg.mirror, self.needs_cpu_seq_lens)
         self.relay = LengthRelay(self.pool.cfg.max_reqs, device) if spec is not None else None
-        # Overlap off: the lengths the last blocking copies brought to the host, by pool row.
-        self.host_lens: dict[int, int] = {}
         self.standin = StandInForward(cfg.forward_us, device)
         self.runners = self._make_runners()
+        # what the serving mode drives (it sees nothing else of the world)
+        self.stack = ServingStack(
+            device=device,
+            pool=self.pool,
+            spec=spec,
+            target_backend=self.target_backend,
+            draft_extend_backend=self.draft_extend_backend,
+            relay=self.relay,
+            forward=self.forward,
+            mirror=cfg.mirror,
+            relay_wants_mirror=forced.get(cfg.mirror, self.needs_cpu_seq_lens),
+            runners=self.runners,
+        )
         self._findings: list[Finding] = []
         self._pending: list[tuple] = []  # (step, pass record, truth) awaiting the stale check
-        self.dp: DPGlobalInfo | None = None  # DP attention: the step in progress's exchange
         self.step_count = 0
         self._ready = False
         if self.relay is not None:  # requests running at start: the device knows their lengths
             lens = self.scheduler.lengths()
             self._publish(list(lens), list(lens.values()))
-            self.host_lens.update(lens)
+            self.stack.host_lens.update(lens)
 
     # ---- setup ----------------------------------------------------------------------------
     def _make_runners(self) -> dict[str, GraphRunner]:
@@ -206,12 +216,6 @@ class World:
     def forward(self, at_forward=None) -> None:
         self.standin(at_forward)
 
-    def prefill_backends(self) -> list:
-        """Target prefill, then (EAGLE) the draft model's prefill."""
-        if self.draft_extend_backend is None:
-            return [self.target_backend]
-        return [self.target_backend, self.draft_extend_backend]
-
     def warmup_and_capture(self) -> None:
         """Calibrate the stand-in forward and capture every runner's graphs (not measured)."""
         with tags(path="warmup"):
@@ -228,7 +232,7 @@ class World:
     @property
     def decode_mirror(self) -> str:
         """'present' / 'absent': whether decode batches carry the host mirror."""
-        return "present" if self.mode.wants_decode_mirror(self) else "absent"
+        return "present" if self.mode.wants_decode_mirror(self.stack) else "absent"
 
     # ---- one step -------------------------------------------------------------------------
     def step(self) -> StepInfo:
@@ -268,31 +272,23 @@ class World:
             if plan.admitted_direct and self.relay is not None:
                 rows, lens = zip(*plan.admitted_direct)
                 self._publish(rows, lens)
-                self.host_lens.update(plan.admitted_direct)
+                self.stack.host_lens.update(plan.admitted_direct)
         return plan
 
     def run_plan(self, plan: StepPlan, dp: DPGlobalInfo | None = None) -> list[Pass]:
         """The step's forward passes, then the commit. ``dp``: what the DP-attention ranks
         decided together for this step; every batch of the step carries it."""
-        self.dp = dp
-        try:
-            if plan.kind == "prefill":
-                passes = self.mode.prefill(self, plan)
-            else:
-                passes = self.mode.decode(self, plan)
-        finally:
-            self.dp = None
+        if plan.kind == "prefill":
+            passes = self.mode.prefill(self.stack, plan, dp)
+        else:
+            passes = self.mode.decode(self.stack, plan, dp)
         with region("scheduler", "commit"):
             self.scheduler.commit(plan)
         return passes
 
     def run_idle(self, dp: DPGlobalInfo) -> list[Pass]:
         """DP attention: this rank has no requests but another has, so it runs an IDLE batch."""
-        self.dp = dp
-        try:
-            return idle_pass(self)
-        finally:
-            self.dp = None
+        return idle_pass(self.stack, dp)
 
     def step_info(self, n: int, kind: str, passes: list[Pass]) -> StepInfo:
         """The step's record; its passes wait for the stale-mirror check."""
