@@ -1,17 +1,19 @@
-"""`python -m harness COMMAND ...`: subcommands register themselves from `harness.commands`."""
+"""`python -m harness COMMAND ...`: the parser of the commands `harness.commands` registers,
+exit codes and signals.
+
+Only the command being run is configured (its options may need torch, e.g. the device
+choices), so `python -m harness report` runs where only the results' readers are installed."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
+from harness.commands import load_commands
 from harness.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -27,37 +29,7 @@ from harness.errors import (
     stop_signal,
 )
 
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str, help: str, configure: Callable[[argparse.ArgumentParser], None]
-) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    """Register `run(args) -> exit code` as subcommand `name`."""
-
-    def wrap(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        if name in COMMANDS:
-            raise RuntimeError(f"command {name!r} registered twice")
-        COMMANDS[name] = Command(name, help, configure, run)
-        return run
-
-    return wrap
-
-
-def _load_commands() -> None:
-    import harness.commands as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
+DESCRIPTION = "`python -m harness COMMAND ...`: the sync and latency harness's commands."
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,13 +37,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    _load_commands()
-    parser = _Parser(prog="python -m harness", description=__doc__, epilog=EXIT_CODES)
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv`, only the command it names is configured (the others are
+    listed), without, every command."""
+    commands = load_commands()
+    chosen = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = _Parser(prog="python -m harness", description=DESCRIPTION, epilog=EXIT_CODES)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for cmd in sorted(COMMANDS.values(), key=lambda c: c.name):
+    for cmd in sorted(commands.values(), key=lambda c: c.name):
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EXIT_CODES)
-        cmd.configure(p)
+        if argv is None or cmd.name == chosen:
+            cmd.configure(p)
         p.set_defaults(_run=cmd.run)
     return parser
 
@@ -97,7 +73,8 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     with sigterm_as_ctrl_c():
         try:
-            args = build_parser().parse_args(argv)  # inside: Ctrl-C while torch imports is one line
+            argv = sys.argv[1:] if argv is None else argv
+            args = build_parser(argv).parse_args(argv)  # inside: Ctrl-C while torch imports
             return int(args._run(args) or 0)
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""A synthetic run folder in the runner's format (harness/results/tables.py), for report tests.
+"""A synthetic run folder of the serving world in the runner's format
+(harness/results/tables.py), for report tests.
 
 Small and seeded: it exercises every figure (graph and eager paths, several forward modes, a
 failed cell, stale-mirror findings, nested per-region host times in exit order as the time
@@ -243,6 +244,8 @@ def _meta(scenario: str, device: str, seed: int, run_id: str, start_time: str) -
         "gpu_name": "NVIDIA H200" if device == "cuda" else None,
         "torch_version": "2.13.0",
         "name": scenario,
+        "scenario": scenario,
+        "world": "serving",
         "seed": seed,
     }
 

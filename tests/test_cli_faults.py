@@ -19,11 +19,12 @@ from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = """\
-model: flash
-serving_mode: nonspec
-batch_sizes: [4]
-context_len: 512
-variants: [after]
+serving:
+  model: flash
+  serving_mode: nonspec
+  batch_sizes: [4]
+  context_len: 512
+  variants: [after]
 steps: {warmup: 1, count: 2}
 """
 

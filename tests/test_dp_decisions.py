@@ -17,12 +17,14 @@ from harness.dp.exchange import read_back_may_d2h
 from harness.dp.inject import Injection
 from harness.dp.job import check_gpus
 from harness.dp.record import FORWARD_MODE_CODE, RECORD_LEN, local_record
+from harness.dp.section import dp_of
+from harness.dp.summary import EXCHANGE_REGION, format_stall_answer, stall_answer
 from harness.errors import InputError
 from harness.gate.run import chosen_scenarios
-from harness.report.dp_tables import EXCHANGE_REGION, format_stall_answer, stall_answer
 from harness.results.load import RunData
 from harness.scenario import load_scenario
-from harness.serving import WorldConfig, build_world
+from harness.serving.section import ServingConfig
+from harness.serving.world import WorldConfig, build_world
 from harness.sync import SyncLedger, emulated_device
 from harness.synccost.cases import INJECTIONS
 
@@ -76,8 +78,8 @@ def test_read_backs_sync_only_on_device_tensors():
 @pytest.fixture(scope="module")
 def world():
     with emulated_device() as dev:
-        cfg = WorldConfig(serving_mode="nonspec", variant="after", batch_size=4,
-                          cuda_graph_max_bs=16, capture=(4, 8, 12, 16))  # fmt: skip
+        serving = ServingConfig(serving_mode="nonspec", cuda_graph_max_bs=16)
+        cfg = WorldConfig(serving, "after", "auto", 4, seed=0, capture=(4, 8, 12, 16))
         w = build_world(cfg, dev)
         w.warmup_and_capture()
         yield w
@@ -137,8 +139,8 @@ def test_gpu_count_is_checked_before_any_rank_starts(monkeypatch):
         ("dp.streams=[{idle: true, batch_size: 4}]", "dp.streams[0].idle"),
         ("dp.streams=[{idle: true}, {idle: true}]", "every rank is idle"),
         ("dp.timeout_s=0", "dp.timeout_s: 0.0 out of range"),
-        ("serving_mode=eagle", "serving_mode nonspec only"),
-        ("batch_sizes=[8, 16]", "batch_sizes: one value with dp"),
+        ("serving.serving_mode=eagle", "serving_mode nonspec only"),
+        ("serving.batch_sizes=[8, 16]", "serving.batch_sizes: one value with dp"),
     ],
 )
 def test_bad_dp_keys_are_exit_2(override, expect, capsys, tmp_path):
@@ -149,15 +151,17 @@ def test_bad_dp_keys_are_exit_2(override, expect, capsys, tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_single_rank_configurations_are_unchanged():
-    assert "dp" not in load_scenario("nonspec").effective()  # so baselines stay fresh
-    assert load_scenario("dp_attention").effective()["dp"]["ranks"] == 2
+def test_a_dp_scenario_holds_its_section_beside_the_serving_one():
+    assert "dp" not in load_scenario("nonspec").effective()
+    dp = load_scenario("dp_attention")
+    assert dp.scenario.world == "dp" and dp.effective()["dp"]["ranks"] == 2
+    assert dp.effective()["serving"]["variants"] == ["after"]
 
 
 def test_gate_counts_single_rank_scenarios_only(capsys):
     names = [ls.name for ls in chosen_scenarios(None)]
     assert "dp_attention" not in names and "nonspec" in names
-    with pytest.raises(InputError, match="multi-rank"):
+    with pytest.raises(InputError, match="the dp world, which the gate does not count"):
         chosen_scenarios(["dp_attention"])
 
 
@@ -166,7 +170,7 @@ def _dp_run(shift_us: float) -> RunData:
     """A DP run's tables with rank 1's exchange wait `shift_us` longer with the planted sync."""
     rng = np.random.default_rng(1)
     cells = {
-        f"dp/gloo/fwd50us/{kind}": {"backend": "gloo", "forward_us": 50.0, "injected": kind == "inject"}
+        f"gloo/fwd50us/{kind}": {"backend": "gloo", "forward_us": 50.0, "injected": kind == "inject"}
         for kind in ("base", "inject")
     }  # fmt: skip
     rows = []
@@ -175,7 +179,7 @@ def _dp_run(shift_us: float) -> RunData:
             base = 100.0 + rng.normal(0.0, 5.0, 200)
             extra = shift_us if axes["injected"] and rank == 1 else 0.0
             for step, us in enumerate(base + extra):
-                rows.append({"scenario": label, "rank": rank, "step": step, "path": "graph",
+                rows.append({"case": label, "rank": rank, "step": step, "path": "graph",
                              "region": EXCHANGE_REGION, "metric": "host", "value_us": us})  # fmt: skip
     empty = pd.DataFrame()
     meta = {"dp": {"cells": cells, "inject": {"rank": 0, "kind": "item", "count": 1,
@@ -266,18 +270,19 @@ def test_a_pass_the_launcher_stops_still_has_its_outcome(monkeypatch):
     from harness.results.tables import COLUMNS
     from harness.runner.device import DeviceHandle
 
-    def stopped(view, dh, builder):  # the SIGTERM came outside the cell's own failure handling
+    def stopped(sc, cell, dh, builder):  # the SIGTERM came outside the cell's failure handling
         raise dpjob.RankStopped("stopped by SIGTERM")
 
     monkeypatch.setitem(dpjob.PASSES, "count", stopped)
     loaded = load_scenario("dp_attention")
     job = dpjob.RankJob(loaded, "emu", "count", Path("unused"), "run-id")
     dh = DeviceHandle("emu", torch.device("meta"), "emulated device")
-    rows, why = dpjob.run_cells(job, dh, dict.fromkeys(loaded.scenario.dp.backend), rank=1)
+    rows, why = dpjob.run_cells(job, dh, dict.fromkeys(dp_of(loaded.scenario).backend), rank=1)
     assert why.startswith("dp_attention/gloo/fwd50us/base, count pass, rank 1: stopped")
     (outcome,) = (dict(zip(COLUMNS["outcomes"], o)) for o in rows.outcomes)
-    assert (outcome["scenario"], outcome["status"], outcome["exception"]) == (
-        "dp_attention/gloo/fwd50us/base",
+    assert (outcome["scenario"], outcome["case"], outcome["status"], outcome["exception"]) == (
+        "dp_attention",
+        "gloo/fwd50us/base",
         "error",
         "RankStopped",
     )

@@ -19,11 +19,13 @@ from dp_fakes import DYING_RANK, EXIT_CODE, dying_builder, dying_builder_peer_bu
 from harness.cli import main
 from harness.dp.job import RankJob
 from harness.dp.launch import launch_local
+from harness.dp.plugin import figures
+from harness.dp.summary import EXCHANGE_REGION
 from harness.errors import CheckFailed
-from harness.report import FIGURES, load_run
-from harness.report.dp_tables import EXCHANGE_REGION, format_dp_summary
+from harness.report import load_run
 from harness.report.trace import build_trace
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete, new_run_id
+from harness.results.summary import format_summary
 from harness.scenario import load_scenario
 
 SETTINGS = [
@@ -74,7 +76,7 @@ def test_one_prefilling_rank_makes_every_rank_eager_and_an_idle_rank_runs_idle(r
     counts = _measured(_table(run, "counts"))
     modes = defaultdict(set)  # (cell, step, rank) -> {(forward_mode, path)}
     for r in counts.itertuples():
-        modes[(r.scenario, r.step, r.rank)].add((r.forward_mode, r.path))
+        modes[(r.case, r.step, r.rank)].add((r.forward_mode, r.path))
     steps = sorted({(cell, step) for cell, step, _rank in modes})
     prefill_steps = 0
     for cell, step in steps:
@@ -91,14 +93,14 @@ def test_one_prefilling_rank_makes_every_rank_eager_and_an_idle_rank_runs_idle(r
 def test_exchange_syncs_per_rank(run):
     counts = _measured(_table(run, "counts"))
     ex = counts[counts["region"] == EXCHANGE_REGION]
-    per_step = ex.groupby(["scenario", "rank", "step"])["syncs"].sum()
+    per_step = ex.groupby(["case", "rank", "step"])["syncs"].sum()
     for (cell, rank, step), n in per_step.items():
-        want = 0 if "/gloo/" in cell else sum(NCCL_EXCHANGE.values())
+        want = 0 if cell.startswith("gloo/") else sum(NCCL_EXCHANGE.values())
         assert n == want, (cell, rank, step)
     assert len(per_step) == 4 * 2 * 6  # every cell, rank and measured step has the region
     syncs = _measured(_table(run, "syncs"))
-    nccl = syncs[(syncs["region"] == EXCHANGE_REGION) & syncs["scenario"].str.contains("/nccl/")]
-    for (cell, rank, step), g in nccl.groupby(["scenario", "rank", "step"]):
+    nccl = syncs[(syncs["region"] == EXCHANGE_REGION) & syncs["case"].str.startswith("nccl/")]
+    for (cell, rank, step), g in nccl.groupby(["case", "rank", "step"]):
         assert Counter(zip(g["kind"], g["op"])) == NCCL_EXCHANGE, (cell, rank, step)
         assert set(g["location"].str.rsplit(":", n=1).str[0]) == {"harness/dp/exchange.py"}
 
@@ -106,7 +108,7 @@ def test_exchange_syncs_per_rank(run):
 def test_planted_sync_is_counted_on_its_rank_only(run):
     syncs = _measured(_table(run, "syncs"))
     planted = syncs[syncs["location"].str.startswith("harness/dp/inject.py")]
-    assert set(planted["scenario"].str.rsplit("/", n=1).str[1]) == {"inject"}
+    assert set(planted["case"].str.rsplit("/", n=1).str[1]) == {"inject"}
     assert set(planted["rank"]) == {0}
     assert set(zip(planted["kind"], planted["op"], planted["region"])) == {
         ("d2h_read", "item", "step/scheduler/prepare")
@@ -118,12 +120,12 @@ def test_time_pass_has_each_ranks_exchange_wait(run):
     lat = _table(run, "latency")
     ex = lat[(lat["region"] == EXCHANGE_REGION) & (lat["metric"] == "host")]
     ex = ex[ex["path"].isin(["graph", "eager"])]
-    assert set(ex.groupby(["scenario", "rank"]).size()) == {4}  # time_emu steps, each rank
+    assert set(ex.groupby(["case", "rank"]).size()) == {4}  # time_emu steps, each rank
     assert (ex["value"] > 0).all() and set(ex["unit"]) == {"us"}
 
 
 def test_bench_prints_the_cross_rank_cost(run):
-    text = format_dp_summary(run)
+    text = format_summary(run)
     assert "What 1× item() on rank 0 (step/scheduler/prepare) costs the other ranks" in text
     for backend in ("gloo", "nccl"):
         assert f"{backend}, forward 0 µs: rank 1 waits" in text
@@ -133,11 +135,11 @@ def test_bench_prints_the_cross_rank_cost(run):
 def test_dp_figures_and_trace(run):
     data = load_run(run)
     for name in ("dp_syncs_per_rank", "dp_exchange_wait"):
-        fig = FIGURES[name].draw(data)
+        fig = figures()[name].draw(data)
         texts = " ".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
         assert "rank 0" in texts and "rank 1" in texts, name
     trace = build_trace(data)
-    assert trace["otherData"]["step_layout"].startswith("ranks of a DP cell aligned")
+    assert trace["otherData"]["step_layout"].startswith("as the run's world places them")
     names = {
         e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"
     }
@@ -145,7 +147,8 @@ def test_dp_figures_and_trace(run):
     ends = defaultdict(list)  # (cell, step) -> exchange end of each rank
     for e in trace["traceEvents"]:
         if e.get("ph") == "X" and e["name"] == EXCHANGE_REGION:
-            ends[(names[e["pid"]].split(" · ")[0], e["args"]["step"])].append(e["ts"] + e["dur"])
+            cell = " · ".join(names[e["pid"]].split(" · ")[:2])  # scenario · DP cell
+            ends[(cell, e["args"]["step"])].append(e["ts"] + e["dur"])
     assert ends and all(len(v) == 2 and max(v) - min(v) < 0.01 for v in ends.values())
 
 
@@ -153,13 +156,13 @@ def test_dp_figures_01_and_02_label_ranks_and_wrap_their_panels(run):
     """A DP run's cells differ by rank (rank 0 decodes 4 requests, rank 1 is idle): not a
     batch-size trend, and its 4 cells' panels wrap instead of standing in one row."""
     data = load_run(run)
-    fig = FIGURES["syncs_by_region"].draw(data)
+    fig = figures()["syncs_by_region"].draw(data)
     titles = [ax.get_title() for ax in fig.axes]
     assert any("rank 0 (batch 4)" in t for t in titles) and any(
         "rank 1 (idle)" in t for t in titles
     )
     assert not any("batch size" in t for t in titles)
-    fig = FIGURES["syncs_vs_batch"].draw(data)
+    fig = figures()["syncs_vs_batch"].draw(data)
     drawn = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
     assert {ax.get_xlabel() for ax in drawn} == {"DP-attention rank"}
     ticks = {t.get_text() for ax in drawn for t in ax.get_xticklabels()}

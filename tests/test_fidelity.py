@@ -102,17 +102,17 @@ SCENARIOS = ("nonspec", "eagle", "specv2_mirror", "direct_no_mirror")
 EXPECTED = {
     ("nonspec", SHORT): {v: (0, 1) for v in VARIANTS},
     ("eagle", SHORT): {v: (1, 3) for v in VARIANTS},
-    ("specv2_mirror", (*SHORT, "mirror=auto")): {
+    ("specv2_mirror", (*SHORT, "serving.mirror=auto")): {
         "before": (1, 2),
         "after": (1, 2),
         "dropped": (0, 2),
     },
-    ("specv2_mirror", (*SHORT, "mirror=absent")): {
+    ("specv2_mirror", (*SHORT, "serving.mirror=absent")): {
         "before": "AssertionError",
         "after": "AttributeError",
         "dropped": (0, 2),
     },
-    ("specv2_mirror", (*SHORT, "mirror=present")): {
+    ("specv2_mirror", (*SHORT, "serving.mirror=present")): {
         "before": (1, 2),
         "after": (1, 2),
         "dropped": (1, 2),

@@ -13,16 +13,16 @@ import pytest
 import runner_fakes
 from runner_fakes import FakeWorld, fake_builder
 
-import harness.commands.gate as gate_command
+import harness.gate.run as gate_run
 from harness.cli import main
 from harness.gate.run import run_gate, write_baselines
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
 
 SETS = [
-    "variants=[before, after]",
-    "mirror=[auto]",
-    "batch_sizes=[4, 32]",
+    "serving.variants=[before, after]",
+    "serving.mirror=[auto]",
+    "serving.batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 4}",
 ]
 
@@ -36,8 +36,8 @@ def gate(tmp_path, monkeypatch):
     base = tmp_path / "baselines"
     with open_device("emu") as dh:
         write_baselines(loaded, base, dh, fake_builder, show_progress=False)
-    monkeypatch.setattr(gate_command, "run_gate", functools.partial(run_gate, builder=fake_builder))
-    monkeypatch.setattr(gate_command, "chosen_scenarios", lambda names: loaded)
+    monkeypatch.setattr(gate_run, "run_gate", functools.partial(run_gate, builder=fake_builder))
+    monkeypatch.setattr(gate_run, "chosen_scenarios", lambda names: loaded)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
     def run(*args: str) -> int:
@@ -119,7 +119,7 @@ def test_unchanged_passes_with_a_summary_row(gate, tmp_path, capsys):
 
 def test_an_unwritable_output_is_exit_2_before_any_count(gate, tmp_path, capsys, monkeypatch):
     run, _ = gate
-    monkeypatch.setattr(gate_command, "run_gate", None)  # must not be reached
+    monkeypatch.setattr(gate_run, "run_gate", None)  # must not be reached
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     assert run("--json", str(blocker / "v.json")) == 2

@@ -19,13 +19,14 @@ from harness.cli import main
 REPO = Path(__file__).resolve().parents[1]
 TINY = """\
 name: tiny
-model: flash
 seed: 7
-serving_mode: nonspec
-batch_sizes: [4]
-context_len: 1024
-cuda_graph_max_bs: 8
-variants: [after]
+serving:
+  model: flash
+  serving_mode: nonspec
+  batch_sizes: [4]
+  context_len: 1024
+  cuda_graph_max_bs: 8
+  variants: [after]
 steps: {warmup: 1, count: 2}
 """
 

@@ -21,7 +21,7 @@ from harness.results.compare import compare_runs
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["batch_sizes=4", "variants=after", "steps.warmup=0", "steps.count=1"]
+TINY = ["serving.batch_sizes=4", "serving.variants=after", "steps.warmup=0", "steps.count=1"]
 BENCH = ["bench", "--scenario", "nonspec", "--device", "emu", "--pass", "count", "--no-progress"]
 BENCH += [a for s in TINY for a in ("--set", s)]
 

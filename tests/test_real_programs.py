@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.programs import PROGRAMS, Program
+from harness.programs.catalogue import programs
+from harness.programs.registry import Program
 from harness.programs.suite import judge, load_expected, run_program, runnable
 from harness.sync.state import watching
 
+PROGRAMS = programs()
 EXPECTED = load_expected()
 CPU_PROGRAMS = [p.name for p in runnable("emu")]
 

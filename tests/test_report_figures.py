@@ -10,9 +10,9 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 from report_fixtures import drop_time_pass, reseal, write_run
 
 from harness.cli import main
-from harness.report import FIGURES, load_run, write_report
-from harness.report.figures import PARTS
+from harness.report import load_run, write_report
 from harness.report.sync_plots import plot_blame
+from harness.serving.plugin import figures
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -37,12 +37,11 @@ def _texts(fig) -> str:
     return " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
 
 
-SERVING_FIGURES = [name for name, spec in FIGURES.items() if spec.part == "serving"]
+SERVING_FIGURES = list(figures())
 
 
 def _draw(name: str, run):
-    spec = FIGURES[name]
-    return spec.draw(PARTS[spec.part](run))
+    return figures()[name].draw(run)
 
 
 def test_report_command_writes_every_png(root, capsys):

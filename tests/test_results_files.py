@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from report_fixtures import write_run
 
-from harness.report import FIGURES
 from harness.results.files import atomic_path, write_atomic
+from harness.serving.plugin import figures
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,5 +66,4 @@ def test_two_reports_of_one_run_at_once(tmp_path):
         _out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
     pngs = sorted(p.name for p in (run / "plots").iterdir())
-    serving = [name for name, spec in FIGURES.items() if spec.part == "serving"]
-    assert len(pngs) == len(serving) and all(n.endswith(".png") for n in pngs)
+    assert len(pngs) == len(figures()) and all(n.endswith(".png") for n in pngs)

@@ -19,10 +19,10 @@ from harness.runner.device import open_device
 from harness.scenario import load_scenario
 
 SETS = [
-    "variants=[before, after]",
-    "serving_mode=specv2",
-    "mirror=[auto, absent]",
-    "batch_sizes=[4, 32]",
+    "serving.variants=[before, after]",
+    "serving.serving_mode=specv2",
+    "serving.mirror=[auto, absent]",
+    "serving.batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 5, time: 4, time_emu: 4}",
 ]
 
@@ -156,7 +156,7 @@ def test_summary_and_compare(run):
 
 
 def test_interrupted_run_stays_incomplete(tmp_path):
-    loaded = load_scenario("nonspec", [*SETS, "variants=[after]"])
+    loaded = load_scenario("nonspec", [*SETS, "serving.variants=[after]"])
 
     def boom(sc, cell, device):
         raise KeyboardInterrupt
@@ -188,7 +188,7 @@ def test_time_pass_cuda_rows_with_emulated_events():
     """The CUDA branch of the time pass (events, e2e) run against the emulated torch.cuda."""
     from harness.runner.time_pass import run_time_pass
 
-    sets = [*SETS, "variants=[after]", "mirror=auto", "batch_sizes=[4]"]
+    sets = [*SETS, "serving.variants=[after]", "serving.mirror=auto", "serving.batch_sizes=[4]"]
     sc = load_scenario("nonspec", sets).scenario
     with open_device("emu") as dh:
         rows = run_time_pass(sc, dh.device, "cuda", fake_builder, show_progress=False)

@@ -21,10 +21,10 @@ from harness.sync.snapshot_verdict import Tier
 
 STRICT = Tier(strict=True)
 SETS = [
-    "variants=[before, after]",
-    "serving_mode=specv2",
-    "mirror=[auto, absent]",
-    "batch_sizes=[4, 32]",
+    "serving.variants=[before, after]",
+    "serving.serving_mode=specv2",
+    "serving.mirror=[auto, absent]",
+    "serving.batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 4}",
 ]
 

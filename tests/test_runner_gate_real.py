@@ -13,13 +13,14 @@ from harness.cli import main
 
 TINY = """\
 name: tiny
-model: flash
 seed: 7
-serving_mode: nonspec
-batch_sizes: [4]
-context_len: 1024
-cuda_graph_max_bs: 8
-variants: [after, dropped]
+serving:
+  model: flash
+  serving_mode: nonspec
+  batch_sizes: [4]
+  context_len: 1024
+  cuda_graph_max_bs: 8
+  variants: [after, dropped]
 steps: {warmup: 1, count: 3, time: 2, time_emu: 2}
 """
 

@@ -7,6 +7,7 @@ import pytest
 from harness.cli import main
 from harness.errors import InputError
 from harness.scenario import load_scenario, scenario_names
+from harness.serving.section import serving_of
 
 
 def test_committed_scenarios_validate():
@@ -15,28 +16,30 @@ def test_committed_scenarios_validate():
     for name in names:
         sc = load_scenario(name).scenario
         assert sc.name == name
-        if sc.world != "serving":
+        if "serving" not in sc.sections:
             continue  # e.g. sync_cost: no serving world, no graph buckets
-        assert sc.cuda_graph_max_bs is not None
-        if sc.dp is None:  # a DP scenario measures ranks that replay graphs together
-            assert max(sc.batch_sizes) > sc.cuda_graph_max_bs, "a batch above the largest bucket"
-    assert load_scenario("eagle").scenario.spec.draft_tokens == 4
-    assert load_scenario("nonspec").scenario.spec is None
+        serving = serving_of(sc)
+        assert serving.cuda_graph_max_bs is not None
+        if sc.world == "serving":  # a DP scenario measures ranks that replay graphs together
+            assert max(serving.batch_sizes) > serving.cuda_graph_max_bs, "a batch above the bucket"
+    assert serving_of(load_scenario("eagle").scenario).spec.draft_tokens == 4
+    assert serving_of(load_scenario("nonspec").scenario).spec is None
 
 
 @pytest.mark.parametrize(
     ("override", "expect"),
     [
         ("steps.coutn=3", "did you mean 'steps.count'"),
-        ("modle=pro", "did you mean 'model'"),
-        ("mirror=abset", "did you mean 'absent'"),
-        ("variants=[befor, after]", "did you mean 'before'"),
-        ("batch_sizes=[0]", "out of range"),
-        ("context_len=abc", "expected an integer"),
-        ("cuda_graph=3", "expected true or false"),
-        ("spec.topk=2", "out of range"),
+        ("serving.modle=pro", "did you mean 'serving.model'"),
+        ("model=pro", "did you mean 'serving.model'"),  # a serving key at the top level
+        ("serving.mirror=abset", "did you mean 'absent'"),
+        ("serving.variants=[befor, after]", "did you mean 'before'"),
+        ("serving.batch_sizes=[0]", "out of range"),
+        ("serving.context_len=abc", "expected an integer"),
+        ("serving.cuda_graph=3", "expected true or false"),
+        ("serving.spec.topk=2", "out of range"),
         ("steps={count: x}", "steps.count"),
-        ("spec.accept_mean=9", "exceeds draft_tokens"),
+        ("serving.spec.accept_mean=9", "exceeds draft_tokens"),
         ("nokey", "expected dotted.key=value"),
     ],
 )
@@ -49,14 +52,17 @@ def test_bad_override_names_key(override, expect):
 
 def test_overrides_apply():
     sc = load_scenario(
-        "specv2_mirror", ["steps.count=3", "batch_sizes=4", "mirror=[present, absent]"]
+        "specv2_mirror",
+        ["steps.count=3", "serving.batch_sizes=4", "serving.mirror=[present, absent]"],
     ).scenario
-    assert sc.steps.count == 3 and sc.batch_sizes == [4] and sc.mirror == ["present", "absent"]
+    serving = serving_of(sc)
+    assert sc.steps.count == 3 and serving.batch_sizes == [4]
+    assert serving.mirror == ["present", "absent"]
 
 
 def test_spec_on_nonspec_rejected():
     with pytest.raises(InputError, match="spec"):
-        load_scenario("nonspec", ["spec.steps=2"])
+        load_scenario("nonspec", ["serving.spec.steps=2"])
 
 
 @pytest.mark.parametrize(
@@ -65,17 +71,18 @@ def test_spec_on_nonspec_rejected():
 def test_mirror_a_serving_mode_has_no_switch_for_is_rejected(scenario, mirror):
     """Upstream withholds the mirror only in the spec-v2 relay (and the direct mode)."""
     with pytest.raises(InputError, match="mirror") as ei:
-        load_scenario(scenario, [f"mirror={mirror}"])
+        load_scenario(scenario, [f"serving.mirror={mirror}"])
     assert "\n" not in str(ei.value)
 
 
 def test_bad_file(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("model: flash\nbatch_size: [4]\n")
+    bad.write_text("serving:\n  model: flash\n  batch_size: [4]\n")
     with pytest.raises(InputError) as ei:
         load_scenario(str(bad))
     msg = str(ei.value)
-    assert "bad.yaml" in msg and "batch_size" in msg and "did you mean 'batch_sizes'" in msg
+    assert "bad.yaml" in msg and "serving.batch_size" in msg
+    assert "did you mean 'serving.batch_sizes'" in msg
 
 
 def test_cli_exit_2_nothing_written(tmp_path, capsys):
@@ -90,7 +97,7 @@ def test_cli_exit_2_nothing_written(tmp_path, capsys):
             "--out",
             str(out),
             "--set",
-            "variants=[befor]",
+            "serving.variants=[befor]",
         ]
     )
     assert rc == 2
@@ -132,11 +139,11 @@ SMALL_SWEEP = [
     "emu",
     "--no-progress",
     "--set",
-    "variants=[after]",
+    "serving.variants=[after]",
     "--set",
-    "batch_sizes=[2]",
+    "serving.batch_sizes=[2]",
     "--set",
-    "context_len=512",
+    "serving.context_len=512",
     "--set",
     "steps={warmup: 1, count: 2, time_emu: 2}",
 ]
@@ -157,3 +164,20 @@ def test_a_sweep_on_the_emulated_device_counts_only_unless_asked(tmp_path, capsy
         assert meta["passes"] == ["count"] and meta["rows"]["latency"] == 0
         assert "--pass count" in meta["command"]
         assert "sweeps/specv2_batch.yaml is a sweep: on the emulated device only its count " in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("seed: 1\n", "(top level): no section of a world"),
+        ("serving: {}\nsync_cost: {}\n", "sections serving + sync_cost are not one world's"),
+        ("dp: {}\n", "section dp alone is not a world"),
+    ],
+)
+def test_a_scenario_holds_the_sections_of_one_world(tmp_path, text, expect):
+    path = tmp_path / "worlds.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as ei:
+        load_scenario(str(path))
+    msg = str(ei.value)
+    assert expect in msg and "serving + dp" in msg and "\n" not in msg

@@ -16,8 +16,8 @@ from harness.scenario import load_scenario
 from harness.sync import SyncLedger
 
 SETS = [
-    "variants=[before, after, dropped]",
-    "batch_sizes=[4, 32]",
+    "serving.variants=[before, after, dropped]",
+    "serving.batch_sizes=[4, 32]",
     "steps={warmup: 1, count: 2, time: 7, time_emu: 7, round_steps: 3}",
 ]
 
@@ -121,18 +121,18 @@ def test_one_sample_per_region_entered_per_step():
         return worlds[-1]
 
     sets = [
-        "batch_sizes=[4]",
-        "variants=[after]",
-        "context_len=1024",
-        "prefill_every=3",
+        "serving.batch_sizes=[4]",
+        "serving.variants=[after]",
+        "serving.context_len=1024",
+        "serving.prefill_every=3",
         "steps={warmup: 1, count: 1, time: 4, time_emu: 4, round_steps: 2}",
     ]
-    sc = load_scenario("specv2_mirror", [*sets, "mirror=auto"]).scenario
+    sc = load_scenario("specv2_mirror", [*sets, "serving.mirror=auto"]).scenario
     with open_device("emu") as dh:
         rows = run_time_pass(sc, dh.device, "emu", builder, show_progress=False)
     latency = [dict(zip(COLUMNS["latency"], r)) for r in rows.latency]
     (world,) = worlds
-    assert [r[6] for r in rows.outcomes] == ["ok"]
+    assert [dict(zip(COLUMNS["outcomes"], r))["status"] for r in rows.outcomes] == ["ok"]
     warmup = sc.steps.warmup
     for step in range(warmup, warmup + 4):
         samples = Counter(

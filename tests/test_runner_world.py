@@ -10,16 +10,17 @@ from harness.results.run_folder import is_complete
 
 TINY_SPEC = """\
 name: tinyspec
-model: flash
 seed: 3
-serving_mode: specv2
-batch_sizes: [4]
-context_len: 1024
-cuda_graph_max_bs: 8
-prefill_every: 3
-variants: [before, after, dropped]
-mirror: [auto, absent]
-spec: {steps: 3, topk: 1, draft_tokens: 4, accept_mean: 2.8}
+serving:
+  model: flash
+  serving_mode: specv2
+  batch_sizes: [4]
+  context_len: 1024
+  cuda_graph_max_bs: 8
+  prefill_every: 3
+  variants: [before, after, dropped]
+  mirror: [auto, absent]
+  spec: {steps: 3, topk: 1, draft_tokens: 4, accept_mean: 2.8}
 steps: {warmup: 1, count: 3, time: 2, time_emu: 2}
 """
 

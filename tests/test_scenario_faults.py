@@ -12,11 +12,12 @@ from harness.cli import main
 from harness.errors import MAX_MESSAGE
 
 TINY = """\
-model: flash
-serving_mode: nonspec
-batch_sizes: [4]
-context_len: 512
-variants: [after]
+serving:
+  model: flash
+  serving_mode: nonspec
+  batch_sizes: [4]
+  context_len: 512
+  variants: [after]
 steps: {warmup: 0, count: 1}
 """
 
@@ -67,23 +68,23 @@ def test_a_name_is_one_path_component(refused, tmp_path, name):
 @pytest.mark.parametrize(
     ("setting", "key"),
     [
-        ("forward_us=.nan", "forward_us"),
-        ("forward_us=-.inf", "forward_us"),
-        ("spec.accept_mean=.nan", "spec.accept_mean"),
+        ("serving.forward_us=.nan", "serving.forward_us"),
+        ("serving.forward_us=-.inf", "serving.forward_us"),
+        ("serving.spec.accept_mean=.nan", "serving.spec.accept_mean"),
         ("dp.timeout_s=.nan", "dp.timeout_s"),
         ("dp.forward_us=[0, .nan]", "dp.forward_us"),
         ("sync_cost.forward_us=[.inf]", "sync_cost.forward_us"),
     ],
 )
 def test_nan_and_infinity_are_refused_everywhere(refused, setting, key):
-    scenario = {"spec": "eagle", "dp.": "dp_attention", "sync_cost": "sync_cost"}
+    scenario = {"serving.spec": "eagle", "dp.": "dp_attention", "sync_cost": "sync_cost"}
     name = next((v for k, v in scenario.items() if setting.startswith(k)), "nonspec")
     err = refused(name, setting)
     assert f"{key}:" in err and "not a finite number" in err
 
 
 def test_duplicate_keys_are_refused_with_both_lines(refused, tmp_path):
-    text = "model: flash\nsteps:\n  count: 1\nvariants: [after]\nsteps:\n  warmup: 0\n"
+    text = "seed: 1\nsteps:\n  count: 1\nserving: {variants: [after]}\nsteps:\n  warmup: 0\n"
     err = refused(_file(tmp_path, text))
     assert "s.yaml: duplicate key 'steps' at line 5 (first at line 2)" in err
     err = refused("nonspec", "steps={count: 1, count: 2}")
@@ -94,21 +95,21 @@ def test_an_alias_bomb_is_refused_fast_and_echoed_short(refused, tmp_path):
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")
-    bomb = _file(tmp_path, "\n".join([*lines, "batch_sizes: *i", ""]))
+    bomb = _file(tmp_path, "\n".join([*lines, "serving: {batch_sizes: *i}", ""]))
     assert "expands to more than 100,000 values" in refused(bomb)
-    nested = _file(tmp_path, "model: " + "[" * 200 + "]" * 200 + "\n", "deep.yaml")
+    nested = _file(tmp_path, "seed: " + "[" * 200 + "]" * 200 + "\n", "deep.yaml")
     assert "nested deeper than" in refused(nested)
 
 
 def test_a_long_bad_value_is_echoed_short(refused):
-    err = refused("nonspec", "variants=[" + "x" * 5000 + "]")
-    assert "variants:" in err and "x" * 100 not in err
+    err = refused("nonspec", "serving.variants=[" + "x" * 5000 + "]")
+    assert "serving.variants:" in err and "x" * 100 not in err
 
 
 def test_a_byte_that_is_not_utf8_is_named_with_its_line(refused, tmp_path):
-    err = refused(_file(tmp_path, b"model: flash\ndescription: caf\xe9\n"))
+    err = refused(_file(tmp_path, b"seed: 1234\ndescription: caf\xe9\n"))
     assert "not UTF-8: byte 0xe9 at line 2, column 17" in err
-    err = refused(_file(tmp_path, "model: flash\ndescription: a\x01b\n"))
+    err = refused(_file(tmp_path, "seed: 1234\ndescription: a\x01b\n"))
     assert "at line 2: character U+0001" in err
     # a command line's byte that is not UTF-8 reaches Python as a lone surrogate
     assert "--set: description: not UTF-8: byte 0xe9 at line 1" in refused(
@@ -117,20 +118,20 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_line(refused, tmp_path):
 
 
 def test_a_context_too_short_for_the_prompts_is_refused_before_any_pass(refused):
-    err = refused("nonspec", "context_len=256")
-    assert "context_len: 256 is too small" in err and "at least 258" in err
-    assert "at least 261" in refused("eagle", "context_len=256")  # 4 draft tokens per step
+    err = refused("nonspec", "serving.context_len=256")
+    assert "serving.context_len: 256 is too small" in err and "at least 258" in err
+    assert "at least 261" in refused("eagle", "serving.context_len=256")  # 4 draft tokens a step
 
 
 def test_memory_beyond_what_is_free_is_refused(refused, monkeypatch):
     monkeypatch.setattr("harness.runner.preflight.free_host_bytes", lambda: 16 << 30)
-    err = refused("nonspec", "batch_sizes=4096", "context_len=1048576")
+    big = ("serving.batch_sizes=4096", "serving.context_len=1048576")
+    err = refused("nonspec", *big)
     # 3 variants' request pools, int32 req_to_token and int64 full_to_swa: 3 x 48 GiB at least
-    assert "batch_sizes, context_len:" in err and "alive together in the time pass" in err
+    assert "serving.batch_sizes, serving.context_len:" in err
+    assert "alive together in the time pass" in err
     assert "need at least 1" in err and "16.0 GiB is free" in err
-    assert "a cell's world" in refused(
-        "nonspec", "batch_sizes=4096", "context_len=1048576", "variants=after"
-    )
+    assert "a cell's world" in refused("nonspec", *big, "serving.variants=after")
 
 
 def test_more_dp_ranks_than_cores_or_memory_are_refused(refused, monkeypatch):
@@ -146,7 +147,7 @@ def test_more_dp_ranks_than_cores_or_memory_are_refused(refused, monkeypatch):
 def test_a_run_whose_every_cell_fails_is_exit_1_with_the_reason(tmp_path, capsys):
     """Both cells fail at their first step (upstream's code without the mirror, as recorded in
     the README's table); the run is written, but it is not a success."""
-    sets = ["mirror=absent", "variants=[before, after]", "batch_sizes=4"]
+    sets = ["serving.mirror=absent", "serving.variants=[before, after]", "serving.batch_sizes=4"]
     sets += ["steps.warmup=0", "steps.count=1"]
     argv = ["bench", "--scenario", "specv2_mirror", "--device", "emu", "--pass", "count"]
     argv += ["--out", str(tmp_path), "--no-progress", *(a for s in sets for a in ("--set", s))]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from serving_worlds import world_config
 
 from harness.batch.info import ForwardMode, SpecInfo, make_batch
-from harness.serving import WorldConfig, build_world
 from harness.serving.buckets import capture_buckets, nonspec_buckets, pick_bucket, spec_buckets
 from harness.serving.graph_runner import GraphRunner
+from harness.serving.section import SpecConfig
+from harness.serving.world import build_world
 from harness.sync import SyncLedger, emulated_device, host_values
 
 
@@ -128,11 +130,8 @@ def test_eager_above_largest_bucket() -> None:
 
 
 def _world(mode: str, variant: str = "after", mirror: str = "auto", **kw):
-    cfg = WorldConfig(
-        serving_mode=mode, variant=variant, mirror=mirror, batch_size=kw.pop("batch_size", 3),
-        context_len=1024, seed=11, **kw,
-    )  # fmt: skip
-    return cfg
+    bs = kw.pop("batch_size", 3)
+    return world_config(mode, variant, mirror, bs, seed=11, context_len=1024, **kw)
 
 
 @pytest.mark.parametrize("mode", ["nonspec", "specv2"])
@@ -168,7 +167,8 @@ def test_stale_mirror_finding(speculative: bool) -> None:
     mode = "TARGET_VERIFY" if speculative else "DECODE"
     with emulated_device() as dev:
         for mirror, expect in (("absent", True), ("present", False)):
-            world = build_world(_world("direct", "after", mirror, speculative=speculative), dev)
+            spec = SpecConfig() if speculative else None
+            world = build_world(_world("direct", "after", mirror, spec=spec), dev)
             world.warmup_and_capture()
             for _ in range(3):
                 world.step()

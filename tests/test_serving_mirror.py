@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from serving_worlds import world_config
 
 from harness.batch.info import host_to_device_async
-from harness.serving import WorldConfig, build_world
 from harness.serving.mirror import LengthRelay, blocking_copy_d2h, host_known_mirror
+from harness.serving.world import WorldConfig, build_world
 from harness.sync import SyncLedger, emulated_device, host_values, region
 
 ROWS = [3, 1, 5]
@@ -58,9 +59,9 @@ def test_blocking_copy_and_host_known() -> None:
 
 
 def _cfg(mode: str, variant: str, mirror: str, prefill_every: int) -> WorldConfig:
-    return WorldConfig(
-        serving_mode=mode, variant=variant, mirror=mirror, batch_size=3, context_len=1024,
-        prefill_every=prefill_every, prompt_len=(16, 48),
+    return world_config(
+        mode, variant, mirror, 3, context_len=1024, prefill_every=prefill_every,
+        prompt_len=(16, 48),
     )  # fmt: skip
 
 
@@ -131,4 +132,4 @@ def test_prefill_batches_always_carry_the_mirror(mode: str, variant: str) -> Non
 )
 def test_mirror_settings_a_mode_has_no_switch_for_are_refused(mode: str, mirror: str) -> None:
     with pytest.raises(ValueError, match="mirror"):
-        WorldConfig(serving_mode=mode, mirror=mirror)
+        world_config(mode, mirror=mirror)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from serving_worlds import world_config
 
-from harness.serving import WorldConfig, build_world
 from harness.serving.modes import SERVING_MODES
+from harness.serving.section import SpecConfig
+from harness.serving.world import WorldConfig, build_world
 from harness.sync import SyncLedger, emulated_device, host_values
 
 VARIANTS = ("before", "after", "dropped")
@@ -14,12 +16,12 @@ STEPS = 7
 
 def _cfg(mode: str, variant: str, **kw) -> WorldConfig:
     base = dict(
-        serving_mode=mode, variant=variant, batch_size=3, context_len=1024, seed=5,
-        prefill_every=3, prompt_len=(16, 48), mirror="present" if mode == "direct" else "auto",
-        speculative=mode == "direct",
+        batch_size=3, context_len=1024, seed=5, prefill_every=3, prompt_len=(16, 48),
+        mirror="present" if mode == "direct" else "auto",
+        spec=SpecConfig() if mode == "direct" else None,
     )  # fmt: skip
     base.update(kw)
-    return WorldConfig(**base)
+    return world_config(mode, variant, **base)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -78,8 +80,9 @@ def test_world_is_deterministic() -> None:
 def test_specv2_without_the_mirror_fails_like_upstream(variant: str, error, bs: int) -> None:
     """`before` asserts the mirror in the draft pass; `after` survives the draft pass, then the
     worker reads `attn_backend.max_context_len`, which the backend lacks before a9cf5e68."""
-    cfg = _cfg("specv2", variant, mirror="absent", prefill_every=0, batch_size=bs)
-    cfg = WorldConfig(**{**cfg.__dict__, "cuda_graph_max_bs": 8})
+    cfg = _cfg(
+        "specv2", variant, mirror="absent", prefill_every=0, batch_size=bs, cuda_graph_max_bs=8
+    )
     with emulated_device() as dev:
         world = build_world(cfg, dev)
         world.warmup_and_capture()
@@ -115,7 +118,7 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError):
         _cfg("turbo", "after")
     with pytest.raises(ValueError):
-        _cfg("eagle", "after", draft_tokens=5)
+        _cfg("eagle", "after", spec=SpecConfig(draft_tokens=5))
     with pytest.raises(ValueError):
         _cfg("eagle", "after", mirror="maybe")
     with pytest.raises(ValueError):
@@ -130,3 +133,15 @@ def test_mirror_buckets_and_standin_is_a_noop_off_cuda() -> None:
         buckets = {k: list(r.buckets) for k, r in world.runners.items()}
         assert buckets == {"draft": [2, 3], "verify": [2, 3], "draft_extend": [2, 3]}
         assert world.standin.units == 0 and world.standin.measure_us() == 0.0
+
+
+def test_the_vocabulary_names_the_backends_variants_in_their_order() -> None:
+    """The serving world's reading order of variants (torch-free, for the report) is the
+    backend's registry, and the fidelity table has a commit of each."""
+    from harness.backend import variant_names
+    from harness.fidelity import VARIANTS as TABLE_VARIANTS
+    from harness.serving.vocabulary import REFERENCE
+    from harness.serving.vocabulary import VARIANTS as READING_ORDER
+
+    assert list(READING_ORDER) == variant_names() == list(TABLE_VARIANTS)
+    assert READING_ORDER[0] == REFERENCE

@@ -23,10 +23,13 @@ class StagedCopyWorld(FakeWorld):
 
 
 def test_hazards_are_rows_of_syncs_csv_but_not_counted() -> None:
-    sc = load_scenario("nonspec", ["batch_sizes=[4]", "variants=[after]"]).scenario
+    sc = load_scenario("nonspec", ["serving.batch_sizes=[4]", "serving.variants=[after]"]).scenario
     with open_device("emu") as dh:
         rows = run_cell_count(
-            sc, Cell("after", "auto", 4), dh.device, lambda s, c, d: StagedCopyWorld(s, c, d)
+            sc,
+            Cell(variant="after", mirror="auto", batch_size=4),
+            dh.device,
+            lambda s, c, d: StagedCopyWorld(s, c, d),
         )
     counts = [dict(zip(COLUMNS["counts"], r)) for r in rows.counts]
     syncs = [dict(zip(COLUMNS["syncs"], r)) for r in rows.syncs]

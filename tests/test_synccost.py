@@ -44,11 +44,16 @@ def test_cases_and_labels():
 def test_scenario_cells_and_its_checks():
     sc = load_scenario("sync_cost").scenario
     assert sc.world == "sync_cost"
-    labels = {c.variant for c in cells(sc)}
+    labels = {c.case for c in cells(sc)}
     assert "blocking_copy k=4 fwd=4000us" in labels and "none k=0 fwd=0us" in labels
-    assert {c.mirror for c in cells(sc)} == {"none"}
-    with pytest.raises(InputError, match=r"variants: not used by a sync_cost experiment"):
-        load_scenario("sync_cost", ["variants=[after]"])
+    # no backend variant, no mirror: those columns stay empty rather than hold a case
+    assert {(c.variant, c.mirror, c.batch_size) for c in cells(sc)} == {("", "", 64)}
+    with pytest.raises(InputError, match=r"sections sync_cost \+ serving are not one world's"):
+        load_scenario("sync_cost", ["serving.variants=[after]"])
+    with pytest.raises(
+        InputError, match=r"did you mean 'serving.batch_sizes' or 'sync_cost.batch_sizes'"
+    ):
+        load_scenario("sync_cost", ["batch_sizes=[8]"])
     with pytest.raises(InputError, match=r"sync_cost.kinds: .*did you mean 'item'"):
         load_scenario("sync_cost", ["sync_cost.kinds=[itme]"])
 
@@ -60,14 +65,14 @@ def test_count_pass_sees_exactly_k_syncs_of_the_injected_kind():
     counts, syncs = _frame(rows.counts, "counts"), _frame(rows.syncs, "syncs")
     assert count_problems(counts, syncs) == []
     m = measured(counts)
-    per_step = m.groupby(["variant", "step"])["syncs"].sum()
-    inject = m[m["region"] == "step/metadata/inject"].groupby(["variant", "step"])["syncs"].sum()
-    for (variant, _step), n in per_step.items():
-        case = parse_case(variant)
-        assert n == case.k and inject.get((variant, _step), 0) == case.k, variant
-    kinds = measured(syncs, counts).groupby("variant")["kind"].agg(set)
-    for variant, got in kinds.items():
-        assert got == {INJECTIONS[parse_case(variant).kind]}, variant
+    per_step = m.groupby(["case", "step"])["syncs"].sum()
+    inject = m[m["region"] == "step/metadata/inject"].groupby(["case", "step"])["syncs"].sum()
+    for (label, _step), n in per_step.items():
+        case = parse_case(label)
+        assert n == case.k and inject.get((label, _step), 0) == case.k, label
+    kinds = measured(syncs, counts).groupby("case")["kind"].agg(set)
+    for label, got in kinds.items():
+        assert got == {INJECTIONS[parse_case(label).kind]}, label
 
 
 def test_a_planted_extra_sync_is_caught(monkeypatch):
@@ -97,11 +102,13 @@ def test_a_sync_of_another_kind_is_caught(monkeypatch):
 
 def _steps(cases: dict[SyncCostCase, np.ndarray]) -> pd.DataFrame:
     rows = [
-        ("sync_cost", case.label, "none", 64, 0, step, "e2e", float(v))
+        ("sync_cost", case.label, "", "", 64, 0, step, "e2e", float(v))
         for case, values in cases.items()
         for step, v in enumerate(values)
     ]
-    cols = ["scenario", "variant", "mirror", "batch_size", "rank", "step", "metric", "value_us"]
+    cols = [
+        "scenario", "case", "variant", "mirror", "batch_size", "rank", "step", "metric", "value_us",
+    ]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -138,4 +145,4 @@ def test_bench_end_to_end_on_the_emulated_device(tmp_path, capsys):
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["config"]["sync_cost"]["forward_us"] == [0.0, 1000.0]
     assert main(["report", str(folder)]) == 0
-    assert [p.name for p in sorted((folder / "plots").glob("*.png"))] == ["08_sync_cost.png"]
+    assert [p.name for p in sorted((folder / "plots").glob("*.png"))] == ["01_sync_cost.png"]

@@ -21,6 +21,7 @@ import torch
 
 from harness.results.files import write_json
 from harness.serving.buckets import capture_buckets
+from harness.serving.section import ServingConfig
 from harness.serving.world import WorldConfig, build_world
 
 # Batch sizes of scenarios/{nonspec,eagle,specv2_mirror}.yaml, used when YAML is unavailable.
@@ -95,10 +96,8 @@ def check_bucket(
 ) -> dict:
     """``device``: CUDA by default (a CPU run checks this script's own logic in tests)."""
     raw_bs = max(1, bucket - 1)
-    cfg = WorldConfig(
-        model=model, variant="after", serving_mode=mode, batch_size=raw_bs, seed=seed,
-        prefill_every=0, capture=(bucket,), forward_us=20.0,
-    )  # fmt: skip
+    serving = ServingConfig(model=model, serving_mode=mode, prefill_every=0, forward_us=20.0)
+    cfg = WorldConfig(serving, "after", "auto", raw_bs, seed, capture=(bucket,))
     row = {"mode": mode, "bucket": bucket, "raw_bs": raw_bs}
     info, world, capture_s = _run_one(cfg, device or torch.device("cuda"))
     row["capture_s"] = round(capture_s, 3)
@@ -128,10 +127,8 @@ def _reference(cfg: WorldConfig, mode: str, bucket: int) -> tuple[dict, str]:
 
 
 def check_full_capture(mode: str, batch_size: int, model: str, seed: int, steps: int) -> dict:
-    cfg = WorldConfig(
-        model=model, serving_mode=mode, batch_size=batch_size, seed=seed, prefill_every=4,
-        capture="all", forward_us=500.0,
-    )  # fmt: skip
+    serving = ServingConfig(model=model, serving_mode=mode, prefill_every=4, forward_us=500.0)
+    cfg = WorldConfig(serving, "after", "auto", batch_size, seed, capture="all")
     t0 = time.perf_counter()
     world = build_world(cfg, torch.device("cuda"))
     world.warmup_and_capture()

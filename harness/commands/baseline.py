@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import command
+from harness.commands import command
 from harness.commands.gate import check_count_passes, configure_common
-from harness.gate.run import chosen_scenarios, write_baselines
-from harness.results.files import check_writable
-from harness.runner.device import open_device
 
 
 @command(
@@ -17,6 +14,10 @@ from harness.runner.device import open_device
     configure=configure_common,
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.gate.run import chosen_scenarios, write_baselines
+    from harness.results.files import check_writable
+    from harness.runner.device import open_device
+
     loaded = chosen_scenarios(args.scenarios)
     with open_device(args.device) as dh:
         check_count_passes(loaded, dh.kind)

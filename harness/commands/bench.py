@@ -6,18 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli import command
-from harness.errors import CheckFailed
-from harness.results.files import check_writable
-from harness.results.summary import format_summary
-from harness.runner.bench import PASSES, chosen_pass, run_bench
-from harness.runner.device import DEVICE_CHOICES, open_device
-from harness.runner.preflight import check_single_rank
-from harness.scenario import known_scenarios, load_scenario
-from harness.scenario.loader import display_path
+from harness.commands import command
+from harness.scenario import LoadedScenario, known_scenarios, load_scenario
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
+    from harness.runner.bench import PASSES
+    from harness.runner.device import DEVICE_CHOICES
+
     p.add_argument(
         "--scenario",
         required=True,
@@ -47,11 +43,25 @@ def _configure(p: argparse.ArgumentParser) -> None:
     "bench", help="run a scenario's count and time passes into a run folder", configure=_configure
 )
 def run(args: argparse.Namespace) -> int:
-    loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
-    if loaded.scenario.dp is not None:  # ranks on torch.distributed; rank 0 prints the summary
-        from harness.dp.launch import run_dp_bench
+    from harness.runner.cells import runner_part
 
-        return run_dp_bench(loaded, args.device, args.which, args.out)
+    loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
+    launch = runner_part(loaded.scenario).launch
+    if launch is not None:  # the world runs its cells in processes of its own (DP's ranks)
+        return launch(loaded, args.device, args.which, args.out)
+    return bench_here(loaded, args)
+
+
+def bench_here(loaded: LoadedScenario, args: argparse.Namespace) -> int:
+    """The scenario's passes in this process, then the summary."""
+    from harness.errors import CheckFailed
+    from harness.results.files import check_writable
+    from harness.results.summary import format_summary
+    from harness.runner.bench import chosen_pass, run_bench
+    from harness.runner.device import open_device
+    from harness.runner.preflight import check_single_rank
+    from harness.scenario.loader import display_path
+
     with open_device(args.device) as dh:
         which, why = chosen_pass(loaded, dh.kind, args.which)
         check_single_rank(loaded.scenario, which, dh.kind, display_path(loaded.path))

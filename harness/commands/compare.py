@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli import command
-from harness.results.compare import compare_runs
+from harness.commands import command
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
@@ -24,5 +23,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
     "compare", help="side-by-side diff of two run folders' counts and latency", configure=_configure
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.results.compare import compare_runs
+
     print(compare_runs(args.run_a, args.run_b, args.all, args.other_scenario))
     return 0

@@ -7,19 +7,16 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli import command
+from harness.commands import command
 from harness.errors import Interrupted, stop_signal
-from harness.gate.baseline import DEFAULT_DIR
-from harness.gate.run import chosen_scenarios, run_gate
-from harness.runner.device import DEVICE_CHOICES, open_device
-from harness.runner.preflight import check_single_rank
 from harness.scenario import LoadedScenario, scenario_names
 from harness.scenario.loader import display_path
-from harness.sync.snapshot_formats import check_outputs, markdown, outputs, write_outputs
-from harness.sync.snapshot_verdict import Tier
 
 
 def configure_common(p: argparse.ArgumentParser) -> None:
+    from harness.gate.baseline import DEFAULT_DIR
+    from harness.runner.device import DEVICE_CHOICES
+
     p.add_argument(
         "--device",
         choices=DEVICE_CHOICES,
@@ -39,6 +36,8 @@ def configure_common(p: argparse.ArgumentParser) -> None:
 
 def check_count_passes(loaded: list[LoadedScenario], device_kind: str) -> None:
     """Before any count pass: every scenario can run here (harness.runner.preflight)."""
+    from harness.runner.preflight import check_single_rank
+
     for ls in loaded:
         check_single_rank(ls.scenario, "count", device_kind, display_path(ls.path))
 
@@ -72,6 +71,11 @@ def _configure(p: argparse.ArgumentParser) -> None:
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.gate.run import chosen_scenarios, run_gate
+    from harness.runner.device import open_device
+    from harness.sync.snapshot_formats import check_outputs, markdown, outputs, write_outputs
+    from harness.sync.snapshot_verdict import Tier
+
     loaded = chosen_scenarios(args.scenarios)
     outs = outputs(args.json, args.junit, None, ("--json", "--junit", "--markdown"))
     check_outputs(outs)  # before the count passes, not after

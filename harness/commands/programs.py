@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import command
+from harness.commands import command
 from harness.errors import CheckFailed, InputError
-from harness.sync import DEVICE_KINDS
-from harness.sync.device import resolve_kind
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
+    from harness.sync import DEVICE_KINDS
+
     p.add_argument("--device", choices=DEVICE_KINDS, default="auto")
     p.add_argument("names", nargs="*", help="programs to run (default: all that load here)")
     p.add_argument(
@@ -34,10 +34,13 @@ def _configure(p: argparse.ArgumentParser) -> None:
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
-    from harness.programs import PROGRAMS, suite
+    from harness.programs import suite
+    from harness.programs.catalogue import programs
+    from harness.sync.device import resolve_kind
 
+    known = programs()
     if args.list:
-        for p in PROGRAMS.values():
+        for p in known.values():
             where = "" if p.cpu_torch else " (needs a CUDA build of torch)"
             print(f"{p.name:<28}{p.library:<20}{p.what}{where}")
         return 0
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         kind = resolve_kind(args.device)
     except ValueError as exc:
         raise InputError(str(exc), key="--device") from None
-    unknown = sorted(set(args.names) - set(PROGRAMS))
+    unknown = sorted(set(args.names) - set(known))
     if unknown:
         raise InputError(f"unknown program {unknown[0]!r}; see --list", key="names")
     chosen = [p for p in suite.runnable(kind) if not args.names or p.name in args.names]

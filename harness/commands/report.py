@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli import command
+from harness.commands import command
 
 
 def _configure(p: argparse.ArgumentParser) -> None:

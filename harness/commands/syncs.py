@@ -19,17 +19,14 @@ from pathlib import Path
 from types import TracebackType
 
 import harness
-from harness import cli
-from harness.cli import command
+from harness.commands import command
 from harness.errors import InputError, stop_reason, stop_signal
 from harness.results.files import write_atomic
-from harness.runner.device import check_ledger_environment
-from harness.sync import DEVICE_KINDS, SyncLedger, use_device
-from harness.sync.device import resolve_kind
-from harness.sync.events import skip_frames_of
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
+    from harness.sync import DEVICE_KINDS
+
     p.add_argument(
         "--device",
         choices=DEVICE_KINDS,
@@ -89,6 +86,11 @@ def _run_script(script: Path) -> int:
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.runner.device import check_ledger_environment
+    from harness.sync import SyncLedger, use_device
+    from harness.sync.device import resolve_kind
+    from harness.sync.events import skip_frames_of
+
     script = Path(args.script)
     if not script.is_file():
         raise InputError("no such script", file=str(script))
@@ -99,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     check_ledger_environment()
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     # the launcher's own frames are not where a script's syncs come from
-    skip_frames_of(__file__, cli.__file__, str(Path(harness.__file__).with_name("__main__.py")))
+    here = Path(harness.__file__).parent
+    skip_frames_of(__file__, str(here / "cli.py"), str(here / "__main__.py"))
     saved_argv = sys.argv
     sys.argv = [str(script), *script_args]
     try:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.cli import command
+from harness.commands import command
 
 
 def _configure(p: argparse.ArgumentParser) -> None:

@@ -1,12 +1,13 @@
 """The cells of a DP scenario, each rank's view of a cell, and the world it builds.
 
 A DP cell is one (exchange backend, forward duration, injection off / on); every rank runs
-every cell in the same order. A rank's view of a cell is a single-cell scenario (its own
-variant, mirror, batch size, prefill schedule and forward duration, and its own requests: the
-scenario's seed plus the rank), named by the cell, so the runner's per-cell passes run it
-unchanged and its rows carry the cell's label in the ``scenario`` column. Every cell of a rank
-runs the same requests, so two cells' steps pair up one to one. Every rank captures the same buckets, those near any rank's batch size:
-a rank pads to the bucket of the largest batch across ranks.
+every cell in the same order. Its label is the result tables' `case` of that cell's rows. A
+rank's view of a cell is its own serving cell (its variant, mirror setting and batch size,
+from its stream) of its own serving section (its prefill schedule and the cell's forward
+duration), with its own requests: the scenario's seed plus the rank. Every cell of a rank runs
+the same requests, so two cells' steps pair up one to one. Every rank captures the same
+buckets, those near any rank's batch size: a rank pads to the bucket of the largest batch
+across ranks.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from harness.dp.exchange import MLPSyncExchange
-from harness.dp.inject import Injection
-from harness.dp.world import DPWorld
-from harness.runner.cells import Cell, world_config_kwargs
+from harness.dp.section import InjectConfig, dp_of
+from harness.runner.cells import Cell
 from harness.scenario import Scenario
-from harness.scenario.schema import InjectConfig
-from harness.serving import WorldConfig, build_world
-from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
+from harness.serving.section import ServingConfig, serving_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.dp.exchange import MLPSyncExchange
+    from harness.dp.world import DPWorld
 
 IDLE_BATCH_SIZE = 0  # the batch_size column of a rank without requests
 
@@ -37,11 +38,10 @@ class DPCell:
     forward_us: float
     injected: bool
 
-    def label(self, scenario: str) -> str:
-        """The cell's name in the result tables' ``scenario`` column."""
-        return f"{scenario}/{self.backend}/fwd{self.forward_us:g}us/" + (
-            "inject" if self.injected else "base"
-        )
+    @property
+    def label(self) -> str:
+        """The cell's name in the result tables' `case` column."""
+        return f"{self.backend}/fwd{self.forward_us:g}us/" + ("inject" if self.injected else "base")
 
     def describe(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -49,9 +49,8 @@ class DPCell:
 
 def dp_cells(sc: Scenario) -> list[DPCell]:
     """Backend-major, then the forward, then without and with the injection."""
-    dp = sc.dp
-    assert dp is not None, "not a DP scenario"
-    forwards = dp.forward_us or [sc.forward_us]
+    dp = dp_of(sc)
+    forwards = dp.forward_us or [serving_of(sc).forward_us]
     injected = [False, True] if dp.inject is not None else [False]
     return [DPCell(b, f, i) for b, f, i in itertools.product(dp.backend, forwards, injected)]
 
@@ -67,8 +66,7 @@ class RankStreamView:
 
 
 def rank_stream(sc: Scenario, rank: int) -> RankStreamView:
-    dp = sc.dp
-    assert dp is not None, "not a DP scenario"
+    dp, serving = dp_of(sc), serving_of(sc)
     s = dp.streams[rank] if rank < len(dp.streams) else None
 
     def pick(key: str, default: Any) -> Any:
@@ -77,20 +75,25 @@ def rank_stream(sc: Scenario, rank: int) -> RankStreamView:
 
     idle = s is not None and s.idle
     return RankStreamView(
-        variant=pick("variant", sc.variants[0]),
-        mirror=pick("mirror", sc.mirror[0]),
-        batch_size=IDLE_BATCH_SIZE if idle else pick("batch_size", sc.batch_sizes[0]),
-        prefill_every=0 if idle else pick("prefill_every", sc.prefill_every),
+        variant=pick("variant", serving.variants[0]),
+        mirror=pick("mirror", serving.mirror[0]),
+        batch_size=IDLE_BATCH_SIZE if idle else pick("batch_size", serving.batch_sizes[0]),
+        prefill_every=0 if idle else pick("prefill_every", serving.prefill_every),
     )
 
 
-def rank_scenario(sc: Scenario, cell: DPCell, rank: int) -> Scenario:
-    """The single-cell scenario rank ``rank`` runs for ``cell``."""
+def rank_cell(sc: Scenario, cell: DPCell, rank: int) -> Cell:
+    """Rank `rank`'s cell of `cell`: the DP cell's label, the rank's serving cell."""
+    s = rank_stream(sc, rank)
+    return Cell(case=cell.label, variant=s.variant, mirror=s.mirror, batch_size=s.batch_size)
+
+
+def rank_serving(sc: Scenario, cell: DPCell, rank: int) -> ServingConfig:
+    """The serving section rank `rank` runs `cell` with: its stream's sweeps (one value each),
+    its prefill schedule, the cell's forward."""
     s = rank_stream(sc, rank)
     return dataclasses.replace(
-        sc,
-        name=cell.label(sc.name),
-        seed=sc.seed + rank,
+        serving_of(sc),
         variants=[s.variant],
         mirror=[s.mirror],
         batch_sizes=[s.batch_size],
@@ -101,9 +104,11 @@ def rank_scenario(sc: Scenario, cell: DPCell, rank: int) -> Scenario:
 
 def capture_sizes(sc: Scenario) -> tuple[int, ...]:
     """The buckets every rank captures: those near any rank's batch size."""
-    max_bs = sc.cuda_graph_max_bs or DEFAULT_MAX_BS
+    from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
+
+    max_bs = serving_of(sc).cuda_graph_max_bs or DEFAULT_MAX_BS
     sizes: set[int] = set()
-    for rank in range(sc.dp.ranks):
+    for rank in range(dp_of(sc).ranks):
         bs = rank_stream(sc, rank).batch_size
         if bs != IDLE_BATCH_SIZE:
             sizes.update(capture_buckets(False, max_bs, bs, "near"))
@@ -121,13 +126,19 @@ class DPSite:
     inject: InjectConfig | None  # the scenario's
 
 
-DPWorldBuilder = Callable[[Scenario, Cell, torch.device, DPSite], Any]
+DPWorldBuilder = Callable[[Scenario, Cell, "torch.device", DPSite], Any]
 
 
 def build_dp_world(sc: Scenario, cell: Cell, device: torch.device, site: DPSite) -> DPWorld:
     """The rank's serving world for one cell, around the cell's exchange."""
-    kw = world_config_kwargs(sc, cell)
-    world = build_world(WorldConfig(**kw, capture=site.capture), device)
+    from harness.dp.inject import Injection
+    from harness.dp.world import DPWorld
+    from harness.serving.cells import world_config
+    from harness.serving.world import build_world
+
+    serving = rank_serving(sc, site.cell, site.rank)
+    cfg = world_config(serving, cell, sc.seed + site.rank, capture=site.capture)
+    world = build_world(cfg, device)
     injection = None
     inject = site.inject
     if site.cell.injected and inject is not None and inject.rank == site.rank:

@@ -13,11 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from harness.dp.section import INJECT_REGIONS
 from harness.synccost.cases import INJECTIONS
-
-# where in a rank's step (regions of harness.dp.world): before the exchange, or where the
-# previous step's results are processed
-INJECT_REGIONS = ("step/scheduler/prepare", "step/scheduler/process_result")
 
 
 class Injection:

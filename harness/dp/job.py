@@ -39,20 +39,22 @@ from harness.dp.cells import (
     build_dp_world,
     capture_sizes,
     dp_cells,
-    rank_scenario,
+    rank_cell,
     rank_stream,
 )
 from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
 from harness.dp.lifeline import die_with_parent
+from harness.dp.section import dp_of
 from harness.dp.timing import run_dp_cell_time
 from harness.errors import InputError, Interrupted, os_error_text
-from harness.report.dp_tables import format_dp_summary
 from harness.results.run_folder import RunFolder
+from harness.results.summary import format_summary
 from harness.results.tables import COLUMNS
 from harness.runner.bench import STATUS, TABLES, failure_text, run_meta
-from harness.runner.cells import cells, failure_info
+from harness.runner.cells import Cell
 from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle, open_device
+from harness.runner.rows import failure_info
 from harness.scenario import LoadedScenario, Scenario
 
 PASS_ORDER = {"count": ("count",), "time": ("time",), "both": ("count", "time")}
@@ -155,10 +157,10 @@ def run_rank(job: RankJob) -> RankResult | None:
     """This process's rank of the run; rank 0 returns the run folder, the others None."""
     die_with_parent(job.launcher_pid)
     env = rank_env()
-    sc = job.loaded.scenario
-    if env.world_size != sc.dp.ranks:
+    dp = dp_of(job.loaded.scenario)
+    if env.world_size != dp.ranks:
         raise InputError(
-            f"{sc.dp.ranks} ranks, but the launcher started {env.world_size}", key="dp.ranks"
+            f"{dp.ranks} ranks, but the launcher started {env.world_size}", key="dp.ranks"
         )
     LAUNCHER_STOP.install()
     with open_device(job.device) as dh:
@@ -168,7 +170,7 @@ def run_rank(job: RankJob) -> RankResult | None:
             dh = DeviceHandle("cuda", torch.device("cuda", env.local_rank), dh.name)
         # NVLink multicast stays off unless the environment says otherwise
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        timeout = dt.timedelta(seconds=sc.dp.timeout_s)
+        timeout = dt.timedelta(seconds=dp.timeout_s)
         dist.init_process_group("gloo", timeout=2 * timeout)
         try:
             return _run(job, env, dh, timeout)
@@ -213,7 +215,7 @@ def _run_cells_and_write(
     passes = PASS_ORDER[job.which]
     result = write_run(folder, sc, passes, payloads, lost, time.perf_counter() - t0)
     if result.complete:
-        print(format_dp_summary(result.folder))
+        print(format_summary(result.folder))
     state = "" if result.complete else f" INCOMPLETE (see outcomes.csv): {result.reason}"
     print(f"\nrun folder: {result.folder} (device {dh.kind}, {env.world_size} ranks){state}")
     return result
@@ -224,21 +226,23 @@ def make_exchanges(
 ) -> dict[str, MLPSyncExchange]:
     """One group per exchange backend the cells use, made by every rank in the same order.
     Without a GPU the NCCL variant's group is a gloo one (device values travel as host ones)."""
+    dp = dp_of(sc)
     out = {}
-    for name in sc.dp.backend:
+    for name in dp.backend:
         backend = EXCHANGE_BACKENDS[name]
         group_backend = backend.gpu_group if dh.kind == "cuda" else "gloo"
         group = dist.new_group(backend=group_backend, timeout=timeout)
-        out[name] = MLPSyncExchange(backend, group, dh.device, sc.dp.ranks)
+        out[name] = MLPSyncExchange(backend, group, dh.device, dp.ranks)
     return out
 
 
-PassFn = Callable[[Scenario, DeviceHandle, Any], PassRows]
+# one pass of one rank's cell: the scenario, the rank's cell, the device, the cell's builder
+PassFn = Callable[[Scenario, Cell, DeviceHandle, Any], PassRows]
 PASSES: dict[str, PassFn] = {
-    "count": lambda view, dh, builder: run_count_pass(view, dh.device, builder, False),
-    "time": lambda view, dh, builder: run_dp_cell_time(
-        view, cells(view)[0], dh.device, dh.kind, builder
+    "count": lambda sc, cell, dh, builder: run_count_pass(
+        sc, dh.device, builder, False, only=[cell]
     ),
+    "time": lambda sc, cell, dh, builder: run_dp_cell_time(sc, cell, dh.device, dh.kind, builder),
 }
 
 
@@ -252,14 +256,14 @@ def run_cells(
     rows = PassRows()
     for pass_name in PASS_ORDER[job.which]:
         for cell in dp_cells(sc):
-            site = DPSite(rank, cell, exchanges[cell.backend], capture, sc.dp.inject)
+            site = DPSite(rank, cell, exchanges[cell.backend], capture, dp_of(sc).inject)
             builder = functools.partial(job.builder, site=site)
-            where = f"{cell.label(sc.name)}, {pass_name} pass, rank {rank}"
-            view = rank_scenario(sc, cell, rank)
+            where = f"{sc.name}/{cell.label}, {pass_name} pass, rank {rank}"
+            mine = rank_cell(sc, cell, rank)
             try:
-                got = PASSES[pass_name](view, dh, builder)
+                got = PASSES[pass_name](sc, mine, dh, builder)
             except RankStopped as exc:  # outside the cell's own handling of failures
-                rows.outcomes.append(stopped_row(view, pass_name, exc))
+                rows.outcomes.append(stopped_row(sc, mine, pass_name, exc))
                 return rows, f"{where}: {exc}"
             rows.extend(got)
             failed = [o for o in got.outcomes if o[STATUS] != "ok"]
@@ -270,11 +274,9 @@ def run_cells(
     return rows, None
 
 
-def stopped_row(view: Scenario, pass_name: str, exc: RankStopped) -> tuple:
+def stopped_row(sc: Scenario, cell: Cell, pass_name: str, exc: RankStopped) -> tuple:
     """The outcome of a cell the launcher stopped (rank column 0, as the cell's own rows)."""
-    (cell,) = cells(view)
-    key = (view.name, cell.variant, cell.mirror, cell.batch_size, 0)
-    return (*key, pass_name, "error", None, 0, *failure_info(exc), 0.0)
+    return (*cell.key(sc.name), pass_name, "error", None, 0, *failure_info(exc), 0.0)
 
 
 @dataclass
@@ -308,19 +310,20 @@ def gather_rows(
 
 def _create_folder(job: RankJob, dh: DeviceHandle) -> RunFolder:
     sc = job.loaded.scenario
-    cells = len(dp_cells(sc)) * sc.dp.ranks
+    cells = len(dp_cells(sc)) * dp_of(sc).ranks
     meta = run_meta(job.loaded, dh, job.which, job.run_id, cells=cells, dp=dp_meta(sc))
     return RunFolder.create(job.out_root, sc.name, job.run_id, meta)
 
 
 def dp_meta(sc: Scenario) -> dict[str, Any]:
     """What the report needs to read a DP run: each cell label's axes, each rank's stream."""
+    dp = dp_of(sc)
     return {
-        "ranks": sc.dp.ranks,
-        "timeout_s": sc.dp.timeout_s,
-        "cells": {c.label(sc.name): c.describe() for c in dp_cells(sc)},
-        "inject": None if sc.dp.inject is None else dataclasses.asdict(sc.dp.inject),
-        "streams": [dataclasses.asdict(rank_stream(sc, r)) for r in range(sc.dp.ranks)],
+        "ranks": dp.ranks,
+        "timeout_s": dp.timeout_s,
+        "cells": {c.label: c.describe() for c in dp_cells(sc)},
+        "inject": None if dp.inject is None else dataclasses.asdict(dp.inject),
+        "streams": [dataclasses.asdict(rank_stream(sc, r)) for r in range(dp.ranks)],
     }
 
 
@@ -367,17 +370,14 @@ def not_run_rows(
     reach because the run stopped."""
     cols = COLUMNS["outcomes"]
     seen = {
-        (o[cols.index("scenario")], o[cols.index("rank")], o[cols.index("pass")])
-        for o in rows.outcomes
+        (o[cols.index("case")], o[cols.index("rank")], o[cols.index("pass")]) for o in rows.outcomes
     }
     out = []
-    for rank in range(sc.dp.ranks):
-        s = rank_stream(sc, rank)
+    for rank in range(dp_of(sc).ranks):
         status = "not_run" if rank in ranks_heard else "lost"
         for pass_name in passes:
             for cell in dp_cells(sc):
-                label = cell.label(sc.name)
-                if (label, rank, pass_name) not in seen:
-                    key = (label, s.variant, s.mirror, s.batch_size, rank)
+                if (cell.label, rank, pass_name) not in seen:
+                    key = rank_cell(sc, cell, rank).key(sc.name, rank)
                     out.append((*key, pass_name, status, "", 0, "", reason, "", "", 0.0))
     return out

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness.dp.cells import dp_cells, rank_scenario
+from harness.dp.cells import dp_cells, rank_cell
 from harness.dp.job import (
     RankJob,
     RankResult,
@@ -23,6 +23,7 @@ from harness.dp.job import (
     rank_env,
     run_rank,
 )
+from harness.dp.section import dp_of
 from harness.errors import (
     CheckFailed,
     InputError,
@@ -62,10 +63,10 @@ def run_dp_bench(loaded: LoadedScenario, device: str, asked: str | None, out_roo
         result = run_rank(job)
     else:
         if kind == "cuda":
-            check_gpus(loaded.scenario.dp.ranks, "dp.ranks")
+            check_gpus(dp_of(loaded.scenario).ranks, "dp.ranks")
         check_local_ranks(loaded, per_rank, kind)
         check_writable(out_root, "--out")  # after every input check, before any rank starts
-        ranks = loaded.scenario.dp.ranks
+        ranks = dp_of(loaded.scenario).ranks
         print(f"scenario {loaded.name}: starting {ranks} ranks on this host", file=sys.stderr)
         result = launch_local(job)
     if result is not None and not result.complete:
@@ -81,14 +82,10 @@ def rank_footprints(loaded: LoadedScenario) -> list[Footprint]:
     sc, file = loaded.scenario, display_path(loaded.path)
     return [
         combined(
-            [
-                fp
-                for cell in dp_cells(sc)
-                for fp in cell_footprints(rank_scenario(sc, cell, r), file)
-            ],
+            cell_footprints(sc, file, [rank_cell(sc, cell, r) for cell in dp_cells(sc)]),
             at_once=False,
         )
-        for r in range(sc.dp.ranks)
+        for r in range(dp_of(sc).ranks)
     ]
 
 
@@ -118,7 +115,7 @@ def launch_local(job: RankJob) -> RankResult:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    ranks = job.loaded.scenario.dp.ranks
+    ranks = dp_of(job.loaded.scenario).ranks
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,

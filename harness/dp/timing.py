@@ -25,16 +25,15 @@ from typing import Any
 import torch
 
 from harness.results.tables import CELL_KEYS, COLUMNS, NO_TAG
-from harness.runner.cells import (
-    Cell,
-    WorldBuilder,
+from harness.runner.cells import Cell, WorldBuilder
+from harness.runner.count_pass import SETUP_STEP, PassRows
+from harness.runner.rows import (
     effective_mirror,
     failure_info,
     finding_row_parts,
     step_path,
     tag_value,
 )
-from harness.runner.count_pass import SETUP_STEP, PassRows
 from harness.runner.time_pass import ITERATION_REGION, SETUP_REGION
 from harness.scenario import Scenario
 from harness.sync import region_timer, set_step
@@ -53,7 +52,7 @@ class _TimedCell:
     def __init__(self, sc: Scenario, cell: Cell, device_kind: str) -> None:
         self.sc = sc
         self.device_kind = device_kind
-        self.key = (sc.name, cell.variant, cell.mirror, cell.batch_size, 0)  # rank: set later
+        self.key = cell.key(sc.name)  # rank: set by rank 0 when it writes the run
         self.rows = PassRows()
         self.world: Any = None
         self.done = 0  # steps run, warm-up included

@@ -27,8 +27,8 @@ from harness.batch.info import ForwardMode
 from harness.dp.exchange import MLPSyncExchange
 from harness.dp.inject import Injection
 from harness.dp.record import local_record
-from harness.serving import StepInfo, World
 from harness.serving.scheduler import StepPlan
+from harness.serving.world import StepInfo, World
 from harness.sync import region, tags
 
 _MODES = {"decode": ForwardMode.DECODE, "prefill": ForwardMode.EXTEND}
@@ -59,7 +59,9 @@ class DPWorld:
         connections (NCCL builds its communicator on the first call)."""
         self.world.warmup_and_capture()
         with tags(path="warmup"), region("step", "scheduler", "dp_exchange"):
-            self.exchange.all_gather_may_d2h(local_record(None, 0, 0, self.world.cfg.cuda_graph))
+            self.exchange.all_gather_may_d2h(
+                local_record(None, 0, 0, self.world.cfg.serving.cuda_graph)
+            )
 
     def step(self) -> StepInfo:
         world = self.world
@@ -69,7 +71,7 @@ class DPWorld:
         with world.stepping() as n, tags(forward_mode=step_mode), region("step"):
             plan = None if mode is None else world.plan_step()
             with region("scheduler", "prepare"):
-                record = local_record(mode, *_tokens(plan), world.cfg.cuda_graph)
+                record = local_record(mode, *_tokens(plan), world.cfg.serving.cuda_graph)
                 self._inject("step/scheduler/prepare")
             with region("scheduler", "dp_exchange"):
                 gathered = self.exchange.all_gather_may_d2h(record)

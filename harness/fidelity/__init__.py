@@ -17,7 +17,6 @@ import yaml
 TABLE = Path(__file__).with_name("upstream_syncs.yaml")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # harness/
 REPO_ROOT = PACKAGE_ROOT.parent
-VARIANTS = ("before", "after", "dropped")
 _ANCHOR = re.compile(r"#\s*fidelity:\s*([A-Z]\d+[a-z]?)\b")
 
 
@@ -63,6 +62,10 @@ def load_table(path: Path = TABLE) -> Table:
             )
         )
     return Table(data["commits"], rows, data.get("out_of_scope", []))
+
+
+# the variants the table has a commit of: a column each
+VARIANTS: tuple[str, ...] = tuple(load_table().commits)
 
 
 def anchors(root: Path = PACKAGE_ROOT) -> dict[str, list[tuple[str, int]]]:

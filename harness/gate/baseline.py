@@ -1,27 +1,29 @@
 """`results/baselines/<scenario>.json`: the gated sync counts of a scenario's count pass.
 
-Format (version 3):
+Format (version 4):
 
     {
-      "format": "dsv4-harness-baseline", "format_version": 3,
+      "format": "dsv4-harness-baseline", "format_version": 4,
       "scenario": "nonspec", "scenario_file": "scenarios/nonspec.yaml",
       "config_sha256": "<sha256 of the validated scenario config>",
       "device": "emu", "seed": 1234, "warmup_steps": 2, "measured_steps": 16,
       "generated_by": "python -m harness baseline --device emu",
-      "outcomes": {"<variant>/<mirror>/<batch_size>": "ok" | "<Exception> in <function> (<file>)"},
+      "outcomes": {"<cell>": "ok" | "<Exception> in <function> (<file>)"},
       "counts": [
-        {"variant": "after", "mirror": "auto", "batch_size": 8, "rank": 0, "forward_mode": "DECODE",
-         "path": "graph", "region": "step/metadata/out_graph", "syncs": 16,
-         "events": {"d2h_read item in build (harness/backend/x.py)": 16}},
+        {"case": "", "variant": "after", "mirror": "auto", "batch_size": 8, "rank": 0,
+         "forward_mode": "DECODE", "path": "graph", "region": "step/metadata/out_graph",
+         "syncs": 16, "events": {"d2h_read item in build (harness/backend/x.py)": 16}},
         ...
       ]
     }
 
-`syncs` is an exact integer: the total over the cell's steps of that path (setup, warm-up or
-the measured steps; all seeded and deterministic), so per measured step it is
-syncs / measured_steps. The gate compares `syncs` exactly per key (variant, mirror,
-batch_size, forward_mode, path, region) — the batch size is part of the key so a gain at one
-size cannot hide a loss at another. `events` (signature -> count) names the sync sites, so
+A cell is named by the keys its world fills: `<variant>/<mirror>/<batch_size>` in the serving
+world, `<case>/<batch_size>` in the sync-cost experiment (`/rank<r>` after a rank other than
+0). `syncs` is an exact integer: the total over the cell's steps of that path (setup, warm-up
+or the measured steps; all seeded and deterministic), so per measured step it is
+syncs / measured_steps. The gate compares `syncs` exactly per key (case, variant, mirror,
+batch_size, rank, forward_mode, path, region) — the batch size is part of the key so a gain at
+one size cannot hide a loss at another. `events` (signature -> count) names the sync sites, so
 that the gate can name what is new when a count grows (with the current `file:line` and stack).
 Neither signatures nor outcomes hold line numbers: code that moves leaves the baseline file
 unchanged, and its diff shows only what a reviewer must judge (counts, sites, outcomes).
@@ -47,24 +49,21 @@ from harness.sync.snapshot_file import read_json
 from harness.sync.snapshot_verdict import signature, site_file
 
 FORMAT = "dsv4-harness-baseline"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 DEFAULT_DIR = Path("results/baselines")
-KEY_FIELDS = ("variant", "mirror", "batch_size", "rank", "forward_mode", "path", "region")
+KEY_FIELDS = (
+    "case", "variant", "mirror", "batch_size", "rank", "forward_mode", "path", "region",
+)  # fmt: skip
 
-Key = tuple[str, str, int, int, str, str, str]
+Key = tuple[str, str, str, int, int, str, str, str]
 
 
 # Keys that cannot change a count pass: editing them must not make the baselines stale.
 NOT_COUNTED = ("description", "steps.time", "steps.time_emu", "steps.round_steps")
-# Sections added after baselines existed: left out (null), they leave a scenario's hash as it was.
-ADDED_SECTIONS = ("sync_cost",)
 
 
 def counted_config(loaded: LoadedScenario) -> dict[str, Any]:
     cfg = loaded.effective()
-    for key in ADDED_SECTIONS:
-        if cfg.get(key) is None:
-            cfg.pop(key, None)
     for dotted in NOT_COUNTED:
         *parents, leaf = dotted.split(".")
         node = cfg
@@ -105,8 +104,10 @@ class Observed:
     failures: dict[str, str] = field(default_factory=dict)
 
 
-def cell_id(variant: str, mirror: str, batch_size: int, rank: int) -> str:
-    return f"{variant}/{mirror}/{batch_size}" + (f"/rank{rank}" if rank else "")
+def cell_id(case: str, variant: str, mirror: str, batch_size: int, rank: int) -> str:
+    """The cell's name: the keys its world fills, then the rank other than 0."""
+    parts = [case, variant, mirror, str(batch_size) if batch_size else ""]
+    return "/".join(p for p in parts if p) + (f"/rank{rank}" if rank else "")
 
 
 def observe(rows: PassRows) -> Observed:
@@ -127,7 +128,7 @@ def observe(rows: PassRows) -> Observed:
         obs.stacks_by_sig.setdefault((key, sig), rows.stacks.get(r["stack_id"], []))
     for row in rows.outcomes:
         r = dict(zip(cols["outcomes"], row))
-        cid = cell_id(r["variant"], r["mirror"], int(r["batch_size"]), int(r["rank"]))
+        cid = cell_id(r["case"], r["variant"], r["mirror"], int(r["batch_size"]), int(r["rank"]))
         obs.outcomes[cid] = outcome_status(
             r["status"], r["exception"], r["location"], r["function"]
         )
@@ -138,6 +139,7 @@ def observe(rows: PassRows) -> Observed:
 
 def _key(r: dict[str, Any]) -> Key:
     return (
+        r["case"],
         r["variant"],
         r["mirror"],
         int(r["batch_size"]),
@@ -219,6 +221,7 @@ def load_baseline(path: Path) -> Baseline:
     for i, entry in enumerate(data["counts"]):
         try:
             key: Key = (
+                str(entry["case"]),
                 str(entry["variant"]),
                 str(entry["mirror"]),
                 int(entry["batch_size"]),

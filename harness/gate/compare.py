@@ -14,13 +14,19 @@ REMAKE = "python -m harness baseline --device emu"
 
 def _key_cell(key: Key) -> str:
     d = dict(zip(KEY_FIELDS, key))
-    return cell_id(d["variant"], d["mirror"], d["batch_size"], d["rank"])
+    return cell_id(d["case"], d["variant"], d["mirror"], d["batch_size"], d["rank"])
 
 
 def _key_text(key: Key) -> str:
     d = dict(zip(KEY_FIELDS, key))
-    rank = f"/rank={d['rank']}" if d["rank"] else ""
-    return f"{d['variant']}/mirror={d['mirror']}/bs={d['batch_size']}{rank} {_key_within(key)}"
+    parts = [
+        d["case"],
+        d["variant"],
+        d["mirror"] and f"mirror={d['mirror']}",
+        d["batch_size"] and f"bs={d['batch_size']}",
+        d["rank"] and f"rank={d['rank']}",
+    ]
+    return f"{'/'.join(str(p) for p in parts if p)} {_key_within(key)}"
 
 
 def _key_within(key: Key) -> str:

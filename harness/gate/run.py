@@ -17,7 +17,7 @@ from harness.gate.baseline import (
 )
 from harness.gate.compare import REMAKE, compare
 from harness.results.run_folder import INCOMPLETE_MARKER
-from harness.runner.cells import WorldBuilder, build_scenario_world
+from harness.runner.cells import WorldBuilder, build_scenario_world, runner_part
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
@@ -28,19 +28,20 @@ TOOL = "harness gate"
 
 
 def chosen_scenarios(names: list[str] | None) -> list[LoadedScenario]:
-    """The scenarios to gate (default: every single-rank scenarios/*.yaml), validated before
-    any run. A DP scenario's ranks are torch.distributed processes; its per-rank counts are
-    checked by the DP tests (tests/test_dp_run.py), not gated."""
+    """The scenarios to gate (default: every scenarios/*.yaml whose world is gated), validated
+    before any run. A world that runs its cells in processes of its own (DP attention: its
+    per-rank counts are checked by tests/test_dp_run.py), or whose syncs another check
+    answers (the real programs: their suite), is not gated."""
     if not names:
         every = [load_scenario(n) for n in scenario_names()]
-        return [ls for ls in every if ls.scenario.dp is None]
+        return [ls for ls in every if runner_part(ls.scenario).gated]
     loaded = [load_scenario(n) for n in names]
     for ls in loaded:
-        if ls.scenario.dp is not None:
+        if not runner_part(ls.scenario).gated:
             raise InputError(
-                "a multi-rank (DP attention) scenario: the gate counts single-rank scenarios",
+                f"a scenario of the {ls.scenario.world} world, which the gate does not count",
                 file=display_path(ls.path),
-                key="dp",
+                key=ls.scenario.world,
             )
     return loaded
 

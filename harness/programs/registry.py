@@ -6,14 +6,15 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 Step = Callable[[], Any]
 # builds the program's inputs (a model, data) on the device from a fixed seed, outside anything
 # measured, and returns its step: the calls that run under the ledger, returning their output
-Prepare = Callable[[torch.device], Step]
+Prepare = Callable[["torch.device"], Step]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Program:
         return [m for m in self.needs if importlib.util.find_spec(m) is None]
 
 
-PROGRAMS: dict[str, Program] = {}
+PROGRAMS: dict[str, Program] = {}  # filled by the program modules (harness.programs.catalogue)
 
 
 def program(

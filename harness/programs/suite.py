@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from harness.programs.registry import PROGRAMS, Program
+from harness.programs.catalogue import programs
+from harness.programs.registry import Program
 from harness.results.files import write_atomic
 from harness.sync import SyncLedger, cupti, emulated_device, host_values
 
@@ -145,7 +146,7 @@ def runnable(kind: str) -> list[Program]:
     cpu_only = not torch.version.cuda
     return [
         p
-        for p in PROGRAMS.values()
+        for p in programs().values()
         if not p.missing() and (kind == "cuda" or p.cpu_torch or not cpu_only)
     ]
 
@@ -212,7 +213,7 @@ def format_table(verdicts: list[Verdict]) -> str:
         syncs = "-" if o.error else str(o.total)
         driver = "-" if o.driver_calls is None else str(o.driver_calls)
         verdict = "ok" if v.ok else "; ".join(v.problems)
-        library = PROGRAMS[o.program].library
+        library = programs()[o.program].library
         detectors = ",".join(o.detectors) or "-"
         lines.append(
             f"{o.program:<28}{library:<20}{plain:>7}{syncs:>8}{driver:>8}  {detectors}: {verdict}"

@@ -1,4 +1,5 @@
-"""Shared look of the figures: one colour per variant everywhere, titles that say the device."""
+"""Shared look of the figures: one colour per variant everywhere (by its place in the worlds'
+vocabulary, harness.results.vocabulary), titles that say the device."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-VARIANT_COLORS = {"before": "#d62728", "after": "#ff7f0e", "dropped": "#2ca02c"}
+from harness.report.tables import label_parts
+from harness.results.vocabulary import known_vocabulary
+
+# by a variant's place in the vocabulary: red for the reference, then orange, green, ...
+VARIANT_COLORS = ["#d62728", "#ff7f0e", "#2ca02c", "#9467bd", "#e377c2"]
 METRIC_COLORS = {"host": "#1f77b4", "device": "#9467bd", "e2e": "#8c564b"}
 METRIC_NAMES = {
     "host": "host time",
@@ -20,31 +25,44 @@ _FALLBACK = ["#17becf", "#7f7f7f", "#bcbd22", "#e377c2", "#1f77b4"]
 LOG_RANGE = 20.0
 
 
-VARIANT_MARKERS = {"before": ("o", 9), "after": ("s", 7), "dropped": ("^", 5)}
+# by the same place: largest first, so equal values stay visible when overlaid
+VARIANT_MARKERS = [("o", 9), ("s", 7), ("^", 5)]
+
+
+def _place(label: str) -> int | None:
+    """A label's variant's place in the vocabulary (None: no known variant)."""
+    variants = known_vocabulary().variants
+    base, _ = label_parts(label)
+    return variants.index(base) if base in variants else None
 
 
 def variant_marker(label: str) -> dict:
     """Marker and size per variant, largest first, so equal values stay visible when overlaid."""
-    marker, size = VARIANT_MARKERS.get(label.split(" ")[0], ("D", 5))
+    i = _place(label)
+    marker, size = VARIANT_MARKERS[i] if i is not None and i < len(VARIANT_MARKERS) else ("D", 5)
     return {"marker": marker, "markersize": size}
 
 
 # A run that sweeps the mirror labels variants "after (mirror=absent)": same colour as the
-# variant, told apart by hatching (bars) and line style (lines).
-_MIRROR_STYLE = {"present": ("..", "--"), "absent": ("//", ":")}
+# variant, told apart by hatching (bars) and line style (lines); by the setting's place in the
+# vocabulary (the first, what upstream runs, is plain).
+_MIRROR_STYLE = [("", "-"), ("..", "--"), ("//", ":")]
 
 
-def _mirror(label: str) -> str:
-    return label.split("mirror=")[1].rstrip(")") if "mirror=" in label else "auto"
+def _mirror_style(label: str) -> tuple[str, str]:
+    mirrors = known_vocabulary().mirrors
+    _, mirror = label_parts(label)
+    i = mirrors.index(mirror) if mirror in mirrors else 0
+    return _MIRROR_STYLE[i] if i < len(_MIRROR_STYLE) else _MIRROR_STYLE[-1]
 
 
 def variant_hatch(label: str) -> dict:
-    hatch = _MIRROR_STYLE.get(_mirror(label), ("", "-"))[0]
+    hatch = _mirror_style(label)[0]
     return {"hatch": hatch, "edgecolor": "white"} if hatch else {}
 
 
 def variant_line(label: str) -> dict:
-    return {"linestyle": _MIRROR_STYLE.get(_mirror(label), ("", "-"))[1]}
+    return {"linestyle": _mirror_style(label)[1]}
 
 
 def time_unit(values_us) -> tuple[float, str]:
@@ -55,7 +73,10 @@ def time_unit(values_us) -> tuple[float, str]:
 
 
 def variant_color(label: str, i: int = 0) -> str:
-    return VARIANT_COLORS.get(label.split(" ")[0], _FALLBACK[i % len(_FALLBACK)])
+    place = _place(label)
+    if place is not None and place < len(VARIANT_COLORS):
+        return VARIANT_COLORS[place]
+    return _FALLBACK[i % len(_FALLBACK)]
 
 
 def new_figure(width: float, height: float) -> Figure:

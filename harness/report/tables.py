@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.results.load import CELL_KEYS
 from harness.results.deltas import variant_label
+from harness.results.load import CELL_KEYS
 from harness.results.rates import (
     KIND_ORDER,
     NOT_MEASURED,
@@ -24,6 +24,7 @@ from harness.results.rates import (
 from harness.results.samples import METRICS, STEP_REGION, UNMEASURED_TIME, step_times
 from harness.results.samples import headline_metric as headline_metric
 from harness.results.stats import median_interval
+from harness.results.vocabulary import known_vocabulary
 
 __all__ = [
     "KIND_ORDER",
@@ -35,22 +36,27 @@ __all__ = [
     "measured",
 ]
 
-VARIANT_ORDER = ("before", "after", "dropped")
 NO_MODE = "no forward pass"  # rows outside any forward pass in runs that did not tag them
 
 
-MIRROR_ORDER = ("auto", "present", "absent")
+def label_parts(label: str) -> tuple[str, str]:
+    """(variant, mirror) of a label `after` or `after (mirror=absent)` ("" when unlabelled)."""
+    base = label.split(" ")[0]
+    mirror = label.split("mirror=")[1].rstrip(")") if "mirror=" in label else ""
+    return base, mirror
 
 
 def order_variants(labels: list[str]) -> list[str]:
-    """Variants in their order (before, after, dropped), then mirror settings in theirs."""
+    """Labels in the worlds' order of variants (harness.results.vocabulary), then of mirror
+    settings; labels of no known variant (a world's cases) after them, by name."""
+    vocabulary = known_vocabulary()
 
     def key(label: str) -> tuple[int, int, str]:
-        base = label.split(" ")[0]
-        mirror = label.split("mirror=")[1].rstrip(")") if "mirror=" in label else "auto"
+        base, mirror = label_parts(label)
+        mirror = mirror or (vocabulary.mirrors[0] if vocabulary.mirrors else "")
         return (
-            VARIANT_ORDER.index(base) if base in VARIANT_ORDER else 99,
-            MIRROR_ORDER.index(mirror) if mirror in MIRROR_ORDER else 9,
+            vocabulary.variants.index(base) if base in vocabulary.variants else 99,
+            vocabulary.mirrors.index(mirror) if mirror in vocabulary.mirrors else 9,
             label,
         )
 
@@ -58,10 +64,13 @@ def order_variants(labels: list[str]) -> list[str]:
 
 
 def with_variant_label(df: pd.DataFrame) -> pd.DataFrame:
+    """A `label` column: the variant (with its mirror setting when the rows mix them), or the
+    cell's case in a world without variants."""
     mirrors = set(df["mirror"].astype(str)) if len(df) else set()
     out = df.copy()
     out["label"] = [
-        variant_label(str(v), str(m), mirrors) for v, m in zip(out["variant"], out["mirror"])
+        variant_label(str(v), str(m), mirrors) if v else str(c)
+        for v, m, c in zip(out["variant"], out["mirror"], out["case"])
     ]
     return out
 

@@ -1,8 +1,8 @@
 """A Chrome / Perfetto trace (JSON) of a run's measured steps, for ui.perfetto.dev.
 
-- one process per cell (scenario · variant · mirror · batch size), steps laid end to end; in a
-  DP-attention run one process per rank of each DP cell, on one time axis aligned at the
-  exchange (harness.report.dp_trace);
+- one process per cell (scenario · case · variant · mirror · batch size · rank), steps laid
+  end to end, or where the run's world places them on a time axis its cells share
+  (`ReportPart.step_starts`: a DP-attention cell's ranks, aligned at the exchange);
 - host track: each time-pass region exit as a slice (nesting from the region paths), the whole
   iteration as the outermost slice; device track: the iteration's device time (CUDA events);
 - each count-pass sync as an instant event on the host track, inside its region, carrying
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.report import tables
-from harness.report.dp_tables import is_dp_run
-from harness.report.dp_trace import aligned_step_starts
-from harness.results.load import CELL_KEYS, RunData
+from harness.report.figures import report_parts
+from harness.results.load import CELL_KEYS, RunData, rows_of
+from harness.results.vocabulary import known_vocabulary
 
 HOST_TID, DEVICE_TID = 1, 2
 STEP_GAP_US = 5.0  # white space between steps so step boundaries are visible when zoomed
@@ -80,9 +80,19 @@ def _place(
 
 
 def _cell_name(cell: tuple, multi_rank: bool) -> str:
-    s, v, m, b, rank = cell
-    where = f" · rank {rank}" if multi_rank or str(rank) not in ("", "0") else ""
-    return f"{s} · {v} · mirror={m} · bs {int(b)}{where}"
+    s, case, v, m, b, rank = cell
+    parts = [s, case, v, m and f"mirror={m}", b and f"bs {int(b)}"]
+    parts.append(f"rank {rank}" if multi_rank or str(rank) not in ("", "0") else "")
+    return " · ".join(str(p) for p in parts if p)
+
+
+def _step_starts(run: RunData) -> dict[tuple, float]:
+    """Where each (*cell, step) starts on a time axis its world's cells share (empty: none)."""
+    out: dict[tuple, float] = {}
+    for world, part in report_parts(run).items():
+        if part.step_starts is not None:
+            out.update(part.step_starts(rows_of(run, world)))
+    return out
 
 
 def _step_rows(run: RunData) -> tuple[dict, dict, bool]:
@@ -125,14 +135,17 @@ def build_trace(run: RunData, max_steps: int | None = None) -> dict:
     for s in syncs.to_dict("records"):
         step_key = (*(s[k] for k in CELL_KEYS), int(s["step"]))
         by_step[step_key][(s["forward_mode"], s["region"])].append(s)
-    order = {v: i for i, v in enumerate(tables.VARIANT_ORDER)}
+    order = {v: i for i, v in enumerate(known_vocabulary().variants)}
     n = len(CELL_KEYS)
-    # rank after the scenario: a DP cell's ranks are neighbours
-    cells = sorted({k[:n] for k in regions}, key=lambda c: (c[0], c[4], order.get(c[1], 99), *c))
-    starts = aligned_step_starts(run)  # DP runs: every rank of a cell on one time axis
+    # rank after the scenario and case: a DP cell's ranks are neighbours
+    cells = sorted(
+        {k[:n] for k in regions}, key=lambda c: (c[0], c[1], c[5], order.get(c[2], 99), *c)
+    )
+    starts = _step_starts(run)
+    multi_rank = len({c[5] for c in cells}) > 1
     trace = _Trace(stacks=run.stacks)
     for pid, cell in enumerate(cells, start=1):
-        trace.name_process(pid, _cell_name(cell, is_dp_run(run)))
+        trace.name_process(pid, _cell_name(cell, multi_rank))
         trace.name_thread(pid, HOST_TID, "host (time pass; syncs from count pass)")
         if any(k[:n] == cell and "device" in m for k, m in iteration.items()):
             trace.name_thread(pid, DEVICE_TID, "device (CUDA events; start approximate)")
@@ -148,7 +161,7 @@ def build_trace(run: RunData, max_steps: int | None = None) -> dict:
         "run": str(run.path),
         "device": run.device,
         "region_layout": layout if timed else "no time pass: unit-length slices",
-        "step_layout": "ranks of a DP cell aligned at the exchange (they leave it together)"
+        "step_layout": "as the run's world places them, on a time axis its cells share"
         if starts
         else "steps of each process end to end",
         "syncs_placed": trace.syncs_placed,

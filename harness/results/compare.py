@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import InputError, shown
+from harness.results.deltas import cell_name, cell_rates, delta_line, signed
 from harness.results.load import RunData, load_run
-from harness.results.deltas import cell_rates, delta_line, signed, variant_label
 from harness.results.rates import CELL, syncs_per_kind_step
 from harness.results.samples import headline_metric, step_times
 
@@ -94,12 +94,11 @@ def cell_lines(a: RunData, b: RunData, paired: bool) -> list[str]:
     metric = headline_metric(pd.concat([steps_a, steps_b]))
     ra = cell_rates(a.counts, steps_a, metric)
     rb = cell_rates(b.counts, steps_b, metric)
-    mirrors = {c[2] for c in (*ra, *rb)}
+    mirrors = {c[CELL.index("mirror")] for c in (*ra, *rb)}
     pairing = "paired by step" if paired else "not paired: the configurations differ"
     lines = [f"(Δ = B − A; {metric} time per step; 95% bootstrap CI, {pairing})"]
     for cell in dict.fromkeys([*ra, *rb]):
-        rank = f" rank={cell[4]}" if cell[4] else ""
-        head = f"{cell[0]} bs={cell[3]}{rank} {variant_label(cell[1], cell[2], mirrors)}"
+        head = cell_name(cell, mirrors)
         if cell not in ra or cell not in rb:
             lines.append(f"{head}: {MISSING} in {'A' if cell not in ra else 'B'}")
         else:

@@ -1,7 +1,8 @@
 """A cell against a reference cell: Δ syncs per decode step and per prefill step (exact: the
 count pass is deterministic), and Δ p50 step time with its 95% bootstrap interval
 (harness.results.stats: paired by step, difference of medians). Within one run the
-reference is `before`; `compare` takes run A's cell as the reference of run B's."""
+reference is the world's reference variant (its vocabulary); `compare` takes run A's cell as
+the reference of run B's."""
 
 from __future__ import annotations
 
@@ -12,14 +13,28 @@ import pandas as pd
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, total_per_kind_step
 from harness.results.samples import cell_series, headline_metric
 from harness.results.stats import Interval, median_difference, unpaired_median_difference
+from harness.results.vocabulary import Vocabulary
 
-REFERENCE_VARIANT = "before"
 MINUS = "\u2212"  # printed deltas use the minus sign, as the figures do
 
 
 def variant_label(variant: str, mirror: str, mirrors: set[str]) -> str:
     """'after' or 'after (mirror=absent)' when a run mixes mirror settings."""
     return variant if len(mirrors) <= 1 else f"{variant} (mirror={mirror})"
+
+
+def cell_name(cell: tuple, mirrors: set[str]) -> str:
+    """`nonspec bs=8 after`, `sync_cost item k=1 fwd=0us bs=64`, `dp_attention gloo/... bs=16
+    rank=1 after`: a cell of CELL_KEYS, the keys it fills."""
+    scenario, case, variant, mirror, batch_size, rank = cell
+    parts = [
+        scenario,
+        case,
+        f"bs={batch_size}" if batch_size else "",
+        f"rank={rank}" if rank else "",
+        variant_label(variant, mirror, mirrors) if variant else "",
+    ]
+    return " ".join(str(p) for p in parts if p)
 
 
 def signed(value: float, digits: int = 0) -> str:
@@ -92,44 +107,58 @@ def delta_line(head: str, ref: CellRates, cell: CellRates, paired: bool = True) 
     return f"{head}: {syncs}; {format_time_delta(difference(ref.times, cell.times))}"
 
 
-def _reference(cells: list[tuple], rates: dict[tuple, CellRates]) -> tuple | None:
-    """The `before` cell to compare against: mirror auto if it ran, else the first that ran."""
+# positions in a cell tuple (CELL_KEYS)
+_SCENARIO, _CASE, _VARIANT, _MIRROR, _BATCH, _RANK = range(6)
+
+
+def _reference(
+    cells: list[tuple], rates: dict[tuple, CellRates], vocabulary: Vocabulary
+) -> tuple | None:
+    """The reference cell to compare against: at the first mirror setting of the vocabulary
+    (the one upstream runs) if it ran, else the first that ran."""
     ran = [c for c in cells if rates[c].per_kind or not rates[c].times.empty]
-    before = [c for c in ran if c[1] == REFERENCE_VARIANT]
-    auto = [c for c in before if c[2] == "auto"]
-    return (auto or before or [None])[0]
+    ref = [c for c in ran if c[_VARIANT] == vocabulary.reference]
+    usual = [c for c in ref if vocabulary.mirrors and c[_MIRROR] == vocabulary.mirrors[0]]
+    return (usual or ref or [None])[0]
 
 
-def against_before(counts: pd.DataFrame, steps: pd.DataFrame) -> list[str]:
-    """Per scenario and batch size, each cell against `before` (one line each); empty when
-    the run has no `before` cells (e.g. the sync-cost experiment)."""
-    if REFERENCE_VARIANT not in set(counts["variant"]) | set(steps["variant"]):
+def against_reference(
+    counts: pd.DataFrame, steps: pd.DataFrame, vocabulary: Vocabulary
+) -> list[str]:
+    """Per scenario (and case) and batch size, each cell against the vocabulary's reference
+    variant (one line each); empty when the run has no cell of it."""
+    reference = vocabulary.reference
+    if reference is None or reference not in set(counts["variant"]) | set(steps["variant"]):
         return []
     metric = headline_metric(steps)
     rates = cell_rates(counts, steps, metric)
-    mirrors = {c[2] for c in rates}
-    groups: dict[str, dict[tuple, list[tuple]]] = {}
-    for c in rates:  # scenario -> (batch size, rank) -> cells, in the runner's order
-        groups.setdefault(c[0], {}).setdefault((c[3], c[4]), []).append(c)
+    mirrors = {c[_MIRROR] for c in rates}
+    groups: dict[tuple, dict[tuple, list[tuple]]] = {}
+    for c in rates:  # (scenario, case) -> (batch size, rank) -> cells, in the runner's order
+        where = (c[_SCENARIO], c[_CASE])
+        groups.setdefault(where, {}).setdefault((c[_BATCH], c[_RANK]), []).append(c)
     lines = []
-    for scenario, by_size in groups.items():
-        lines.append(f"scenario {scenario} (Δ = cell − before; {metric} time per step):")
+    for (scenario, case), by_size in groups.items():
+        name = f"{scenario} {case}" if case else scenario
+        lines.append(f"scenario {name} (Δ = cell − {reference}; {metric} time per step):")
         for (bs, rank), group in sorted(by_size.items()):
             where = f"  bs={bs}" + (f" rank={rank}" if rank else "")
-            lines.extend(_group_lines(where, group, rates, mirrors))
+            lines.extend(_group_lines(where, group, rates, mirrors, vocabulary))
     return lines
 
 
-def _group_lines(where: str, group: list[tuple], rates: dict, mirrors: set[str]) -> list[str]:
-    ref = _reference(group, rates)
+def _group_lines(
+    where: str, group: list[tuple], rates: dict, mirrors: set[str], vocabulary: Vocabulary
+) -> list[str]:
+    ref = _reference(group, rates, vocabulary)
     if ref is None:
-        return [f"{where}: no `before` cell ran, nothing to compare with"]
-    ref_name = variant_label(ref[1], ref[2], mirrors)
+        return [f"{where}: no `{vocabulary.reference}` cell ran, nothing to compare with"]
+    ref_name = variant_label(ref[_VARIANT], ref[_MIRROR], mirrors)
     lines = []
     for c in group:
         if c == ref:
             continue
-        head = f"{where} {variant_label(c[1], c[2], mirrors)} vs {ref_name}"
+        head = f"{where} {variant_label(c[_VARIANT], c[_MIRROR], mirrors)} vs {ref_name}"
         if not rates[c].per_kind and rates[c].times.empty:
             lines.append(f"{head}: the cell did not run (see failed cells)")
         else:

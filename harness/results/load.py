@@ -8,6 +8,7 @@ truth.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "combine_runs",
     "find_runs",
     "load_run",
+    "rows_of",
 ]
 
 RUNS_ROOT = DEFAULT_ROOT
@@ -74,6 +76,22 @@ class RunData:
             else self.meta.get("gpu_name") or self.device
         )
         return f"{self.title or f'{self.path.parent.name}/{self.path.name}'} · {where}"
+
+    @property
+    def worlds(self) -> dict[str, str]:
+        """The world of each scenario in the run (several for runs shown together)."""
+        if "worlds" in self.meta:
+            return dict(self.meta["worlds"])
+        return {str(self.meta.get("scenario")): str(self.meta.get("world"))}
+
+
+def rows_of(run: RunData, world: str) -> RunData:
+    """The run's rows of one world's scenarios (all of a run of that world; none of a run of
+    another; of runs shown together, those of that world's runs)."""
+    scenarios = [s for s, w in run.worlds.items() if w == world]
+    return dataclasses.replace(
+        run, **{t: getattr(run, t)[getattr(run, t)["scenario"].isin(scenarios)] for t in COLUMNS}
+    )
 
 
 def find_runs(root: Path = RUNS_ROOT) -> list[Path]:
@@ -140,6 +158,7 @@ def combine_runs(runs: list[RunData]) -> RunData:
         "device_kind": devices.pop() if len(devices) == 1 else "mixed devices",
         "gpu_name": gpus.pop() if len(gpus) == 1 else None,
         "runs": [str(r.path) for r in runs],
+        "worlds": {s: w for r in runs for s, w in r.worlds.items()},
     }
     frames = {
         name: pd.concat([getattr(r, name) for r in runs], ignore_index=True) for name in COLUMNS

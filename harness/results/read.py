@@ -46,12 +46,17 @@ def read_meta(folder: Path) -> dict[str, Any]:
             f"not a run's meta.json (no result_format {RESULT_FORMAT!r})", file=str(path)
         )
     check_format_version(meta.get("result_format_version"), str(path))
+    if not isinstance(meta.get("world"), str):
+        raise InputError(
+            "missing: a run of this format names its world", file=str(path), key="world"
+        )
     return meta
 
 
 def check_format_version(version: Any, file: str) -> None:
     """Only runs of this harness's result format are read: an older one lacks what the
-    readers rely on (checksums before 3, the round column before 4), a newer one may differ."""
+    readers rely on (checksums before 3, the round column before 4, the case column and the
+    run's world before 5), a newer one may differ."""
     if version == FORMAT_VERSION:
         return
     if not isinstance(version, int) or isinstance(version, bool):

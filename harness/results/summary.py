@@ -1,27 +1,28 @@
-"""The terminal summary of a run, section by section: syncs per decode and per prefill step by
-region, step-time dispersion per cell, each variant against `before` with its interval, the
-sync-cost experiment's µs per sync, failed cells and findings."""
+"""The terminal summary of a run: the sections its world registers
+(harness.results.vocabulary.ResultsPart), built from the blocks here — syncs per decode and
+per prefill step by region, step-time dispersion per cell, each variant against the
+reference, failed cells and findings."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from harness.results.deltas import against_reference, signed
 from harness.results.load import RunData, load_run
-from harness.results.deltas import against_before, signed
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, syncs_per_kind_step
-from harness.results.samples import dispersion, headline_metric, step_times
+from harness.results.samples import dispersion, step_times
 from harness.results.stats import Interval
-from harness.synccost.analysis import count_problems, only_cases, sync_costs, without_cases
+from harness.results.vocabulary import Vocabulary, results_part
 
 TOTAL = "TOTAL"
+ROW_NAMES = ["scenario", "case", "variant", "mirror"]  # shown when a run fills them
 
 
 def _index(df: pd.DataFrame) -> list[str]:
-    """Row keys shown: the rank only when the run has more than one."""
-    keys = ["scenario", "variant", "mirror"]
+    """Row keys shown: those the run fills, and the rank only when it has more than one."""
+    keys = [k for k in ROW_NAMES if k == "scenario" or (df[k].astype(str) != "").any()]
     return [*keys, "rank"] if df["rank"].nunique() > 1 else keys
 
 
@@ -37,7 +38,7 @@ def sync_table(counts: pd.DataFrame) -> str:
     )
     total["per_step"] = total["syncs"] / total["steps"]
     total["forward_mode"], total["region"] = "", TOTAL
-    hot = per.groupby(["scenario", "variant", "mirror", "forward_mode", "region"])["syncs"]
+    hot = per.groupby([*ROW_NAMES, "forward_mode", "region"])["syncs"]
     keep = hot.transform("sum") > 0
     both = pd.concat([per[keep], total], ignore_index=True)
     both["forward_mode"] = both["forward_mode"].replace("", "-")
@@ -82,7 +83,8 @@ def latency_table(steps: pd.DataFrame) -> str:
     return d.to_string(float_format=lambda v: f"{v:.1f}")
 
 
-def _ci(ci: Interval | None) -> str:
+def interval_text(ci: Interval | None) -> str:
+    """`+12.3 [+10.1, +14.0]`; n/a without samples; `(1 step)` without an interval."""
     if ci is None or ci.n == 0:
         return "n/a"
     if ci.low != ci.low:
@@ -90,102 +92,43 @@ def _ci(ci: Interval | None) -> str:
     return f"{signed(ci.estimate, 1)} [{signed(ci.low, 1)}, {signed(ci.high, 1)}]"
 
 
-def sync_cost_table(steps: pd.DataFrame, metric: str) -> str:
-    """One row per forward duration, batch size and kind: µs per sync with its interval."""
-    rows = [
-        {
-            "forward_us": f"{c.forward_us:g}",
-            "bs": c.batch_size,
-            "kind": c.kind,
-            "p50 at k=0": f"{c.medians[0].estimate:.1f}" if 0 in c.medians else "n/a",
-            f"µs per sync (slope over k={','.join(map(str, c.ks))})": _ci(c.per_sync),
-            "first sync": _ci(c.first),
-            "each further sync": _ci(c.further),
-        }
-        for c in sync_costs(steps, metric)
-    ]
-    return pd.DataFrame(rows).to_string(index=False) if rows else "(no cell with k > 0)"
-
-
-def sync_cost_lines(run: RunData) -> list[str]:
-    """Whether the ledger saw exactly k syncs per step, and µs per sync per forward duration
-    and kind."""
-    steps = only_cases(step_times(run.latency))
-    counts = only_cases(run.counts)
-    if counts.empty and steps.empty:
-        return []
-    lines = ["What one sync costs (the sync-cost experiment):"]
-    if not counts.empty:
-        problems = count_problems(run.counts, run.syncs)
-        lines.append(
-            "count pass: every cell made exactly k syncs per step, of the injected kind"
-            if not problems
-            else "count pass MISMATCH (the ledger and the injection disagree):"
-        )
-        lines.extend(f"  {p}" for p in problems)
-    if steps.empty:
-        return [*lines, "(no time pass: no cost per sync)"]
-    metric = headline_metric(steps)
-    note = " — emulated device: host time only, no pipeline bubble" if run.is_emulated else ""
-    lines.append(f"{metric} time per step, µs{note}; 95% bootstrap CI, paired by step:")
-    return [*lines, sync_cost_table(steps, metric)]
-
-
-def _syncs_section(run: RunData) -> list[str]:
-    counts = without_cases(run.counts)
-    if counts.empty and not only_cases(run.counts).empty:
-        return []
+def syncs_section(run: RunData) -> list[str]:
     head = (
         "Syncs per measured step of each kind (decode steps, prefill steps); regions with "
         "syncs, and each cell's total:"
     )
-    return [head, sync_table(counts), *filter(None, [steps_line(counts)])]
+    return [head, sync_table(run.counts), *filter(None, [steps_line(run.counts)])]
 
 
-def _latency_section(run: RunData) -> list[str]:
-    steps = without_cases(step_times(run.latency))
-    if steps.empty and not only_cases(step_times(run.latency)).empty:
-        return []
+def latency_section(run: RunData) -> list[str]:
     note = " — emulated device: host times only" if run.is_emulated else ""
-    return [f"\nTime per scheduler iteration, µs{note} (every sample kept):", latency_table(steps)]
+    title = f"\nTime per scheduler iteration, µs{note} (every sample kept):"
+    return [title, latency_table(step_times(run.latency))]
 
 
-def _deltas_section(run: RunData) -> list[str]:
-    lines = against_before(without_cases(run.counts), without_cases(step_times(run.latency)))
-    return ["\nEach variant against before:", *lines] if lines else []
+def reference_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
+    lines = against_reference(run.counts, step_times(run.latency), vocabulary)
+    return [f"\nEach variant against {vocabulary.reference}:", *lines] if lines else []
 
 
-def _sync_cost_section(run: RunData) -> list[str]:
-    lines = sync_cost_lines(run)
-    return ["", *lines] if lines else []
-
-
-def _failed_section(run: RunData) -> list[str]:
+def failed_section(run: RunData) -> list[str]:
     bad = run.outcomes[run.outcomes["status"] != "ok"]
     if bad.empty:
         return []
-    cols = [*CELL, "pass", "exception", "message", "location"]
+    cells = [k for k in CELL if k in ("scenario", "batch_size", "rank") or (bad[k] != "").any()]
+    cols = [*cells, "pass", "exception", "message", "location"]
     head = "\nFailed cells (recorded in outcomes.csv; the run went on):"
     return [head, bad[cols].to_string(index=False)]
 
 
-def _findings_section(run: RunData) -> list[str]:
+def findings_section(run: RunData) -> list[str]:
     if run.findings.empty:
         return []
-    n = run.findings.groupby(["variant", "mirror", "kind"]).size().rename("findings")
+    n = run.findings.groupby([*_index(run.findings), "kind"]).size().rename("findings")
     return ["\nFindings (findings.csv):", n.to_string()]
 
 
-SECTIONS: list[Callable[[RunData], list[str]]] = [
-    _syncs_section,
-    _latency_section,
-    _deltas_section,
-    _sync_cost_section,
-    _failed_section,
-    _findings_section,
-]
-
-
 def format_summary(folder: Path) -> str:
+    """The summary of a run folder, as its world writes it."""
     run = load_run(folder)
-    return "\n".join(line for section in SECTIONS for line in section(run))
+    return "\n".join(results_part(run.meta["world"]).summary(run))

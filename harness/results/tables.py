@@ -1,8 +1,11 @@
 """The tidy tables of a run folder: column lists, and their CSV text.
 
 One row per observation (long format); a value with a unit has a unit column. Keys are the
-same across tables so they join: (scenario, variant, mirror, batch_size, rank, step,
-forward_mode, path, region).
+same across tables so they join: (scenario, case, variant, mirror, batch_size, rank, step,
+forward_mode, path, region). A column means one thing in every world: `scenario` is the
+scenario's name, `case` the world's own case of the cell (a sync-cost case, a DP cell, a
+program; empty in the serving world), `variant`, `mirror` and `batch_size` the backend
+variant, mirror setting and requests per batch (empty, or 0, where a world has none).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from typing import Any
 
 # 3: meta.json holds each file's sha256 (readers refuse a file that does not match)
 # 4: latency.csv has a round column (the time pass interleaves cells in rounds)
-FORMAT_VERSION = 4
+# 5: a case column; scenario, variant and mirror no longer hold a world's case (meta.json
+#    names the run's world)
+FORMAT_VERSION = 5
 RESULT_FORMAT = "dsv4-harness-run"  # meta.json's result_format: what kind of folder it is
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
-CELL_KEYS = ("scenario", "variant", "mirror", "batch_size", "rank")
+CELL_KEYS = ("scenario", "case", "variant", "mirror", "batch_size", "rank")
 ROW_KEYS = (*CELL_KEYS, "step", "forward_mode", "path", "region")
 
 COLUMNS: dict[str, tuple[str, ...]] = {

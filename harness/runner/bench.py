@@ -69,6 +69,7 @@ def run_meta(
     sc = loaded.scenario
     scenario_meta = {
         "scenario": sc.name,
+        "world": sc.world,
         "scenario_file": display_path(loaded.path),
         "scenario_sha256": loaded.file_sha256,
         "overrides": loaded.overrides,

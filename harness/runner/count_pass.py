@@ -20,18 +20,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.runner.cells import (
-    Cell,
-    WorldBuilder,
-    build_scenario_world,
-    cells,
+from harness.runner.cells import Cell, WorldBuilder, build_scenario_world, cells
+from harness.runner.progress import Progress
+from harness.runner.rows import (
     effective_mirror,
     failure_info,
     finding_row_parts,
     step_path,
     tag_value,
 )
-from harness.runner.progress import Progress
 from harness.scenario import Scenario
 from harness.sync import SyncLedger, set_step
 
@@ -61,7 +58,7 @@ def stack_id(stack: tuple) -> str:
 
 class _CellRecorder:
     def __init__(self, scenario: str, cell: Cell, rank: int = 0):
-        self.cell_key = (scenario, cell.variant, cell.mirror, cell.batch_size, rank)
+        self.cell_key = cell.key(scenario, rank)
         self.rows = PassRows()
 
     def take(self, led: SyncLedger, ev0: int, re0: int, step: int, phase_path: str | None):
@@ -183,9 +180,11 @@ def run_count_pass(
     device: torch.device,
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
+    only: list[Cell] | None = None,
 ) -> PassRows:
+    """Every cell of the scenario (`only`: these cells of it), one after another."""
     out = PassRows()
-    todo = cells(sc)
+    todo = cells(sc) if only is None else only
     with Progress(
         len(todo) * (sc.steps.warmup + sc.steps.count), f"{sc.name} count", show_progress
     ) as prog:

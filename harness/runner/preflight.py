@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 
 from harness.errors import InputError
-from harness.runner.cells import Footprint, world_kind
+from harness.runner.cells import Cell, Footprint, runner_part
 from harness.scenario import Scenario
 
 # A process with torch and the harness imported (a DP rank before its worlds): 343 MiB RSS
@@ -24,15 +24,16 @@ USABLE = 0.8
 GIB = float(1 << 30)
 
 
-def cell_footprints(sc: Scenario, file: str) -> list[Footprint]:
-    """Every cell's footprint, after the world's own checks of the cell (InputError)."""
-    kind = world_kind(sc)
+def cell_footprints(sc: Scenario, file: str, only: list[Cell] | None = None) -> list[Footprint]:
+    """Every cell's footprint (`only`: these cells'), after the world's own checks of the cell
+    (InputError)."""
+    part = runner_part(sc)
     out = []
-    for cell in kind.cells(sc):
-        problem = kind.check(sc, cell)
+    for cell in part.cells(sc) if only is None else only:
+        problem = part.check(sc, cell)
         if problem is not None:
             raise InputError(problem.message, file=file, key=", ".join(problem.keys))
-        fp = kind.footprint(sc, cell)
+        fp = part.footprint(sc, cell)
         if fp is not None:
             out.append(fp)
     return out

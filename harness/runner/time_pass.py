@@ -31,20 +31,16 @@ from typing import Any
 import torch
 
 from harness.results.tables import NO_TAG
-from harness.runner.cells import (
-    Cell,
-    World,
-    WorldBuilder,
-    build_scenario_world,
-    cells,
+from harness.runner.cells import Cell, World, WorldBuilder, build_scenario_world, cells
+from harness.runner.count_pass import SETUP_STEP, PassRows
+from harness.runner.progress import Progress
+from harness.runner.rows import (
     effective_mirror,
     failure_info,
     finding_row_parts,
     step_path,
     tag_value,
 )
-from harness.runner.count_pass import SETUP_STEP, PassRows
-from harness.runner.progress import Progress
 from harness.scenario import Scenario
 from harness.sync import RegionTimer, region_timer, set_step
 
@@ -94,7 +90,7 @@ class _TimedCell:
 
     @property
     def key(self) -> tuple:
-        return (self.sc.name, self.cell.variant, self.cell.mirror, self.cell.batch_size, 0)
+        return self.cell.key(self.sc.name)
 
     @property
     def total(self) -> int:

@@ -1,4 +1,5 @@
-"""Scenario files: schema, loading, `--set` overrides."""
+"""Scenario files: the schema (common keys and the registered worlds' sections), loading,
+`--set` overrides."""
 
 from harness.scenario.loader import (
     SCENARIO_DIR,
@@ -8,13 +9,13 @@ from harness.scenario.loader import (
     parse_override,
     scenario_names,
 )
-from harness.scenario.schema import Scenario, SpecConfig, StepsConfig
+from harness.scenario.schema import Scenario, ScenarioPart, StepsConfig
 
 __all__ = [
     "SCENARIO_DIR",
     "LoadedScenario",
     "Scenario",
-    "SpecConfig",
+    "ScenarioPart",
     "StepsConfig",
     "known_scenarios",
     "load_scenario",

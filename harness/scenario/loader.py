@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,17 +10,11 @@ from typing import Any
 
 from harness.errors import InputError, shown
 from harness.results.names import check_component
-from harness.scenario.schema import (
-    Scenario,
-    Source,
-    check_consistency,
-    from_mapping,
-    schema_type_at,
-)
+from harness.scenario.schema import Scenario, as_data, parse_scenario, schema_type_at
+from harness.scenario.validate import Source
 from harness.scenario.yaml_io import MAX_FILE_BYTES, decode_utf8, parse_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL_FEATURES = ("dp",)
 SCENARIO_DIR = REPO_ROOT / "scenarios"
 # scenarios/sweeps/NAME.yaml, named "sweeps/NAME": long sweeps for a GPU, not gated
 SWEEPS = "sweeps"
@@ -39,14 +32,8 @@ class LoadedScenario:
         return self.scenario.name
 
     def effective(self) -> dict[str, Any]:
-        """The validated configuration after overrides, as plain data (for meta.json). Optional
-        features a scenario does not use are left out, so the configuration (and its hash in
-        the baselines) of a scenario stays what it was before the feature existed."""
-        config = dataclasses.asdict(self.scenario)
-        for key in OPTIONAL_FEATURES:
-            if config.get(key) is None:
-                config.pop(key, None)
-        return config
+        """The validated configuration after overrides, as plain data (for meta.json)."""
+        return as_data(self.scenario)
 
     @property
     def is_sweep(self) -> bool:
@@ -137,9 +124,8 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> Load
         raise InputError("expected a mapping at the top level", file=shown_path)
     src = Source(shown_path, frozenset(parse_override(o)[0] for o in overrides))
     merged = apply_overrides(raw, overrides, src)
-    sc = from_mapping(Scenario, merged, src)
+    sc = parse_scenario(merged, src)
     if not sc.name:
         sc.name = path.stem
     check_component(sc.name, file=src.label("name"), key="name")  # a run folder's name
-    sc = check_consistency(sc, src)
     return LoadedScenario(sc, path, hashlib.sha256(data).hexdigest(), overrides)

@@ -44,7 +44,6 @@ from harness.sync import region
 
 # A pass and the lengths the backend should have seen (the oracle's truth, host values).
 Pass = tuple[PassRecord, Sequence[int]]
-MIRROR_SETTINGS = ("auto", "present", "absent")
 
 
 class ServingMode:

@@ -22,14 +22,9 @@ from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
 from harness.serving.findings import Finding, check_stale_mirror
 from harness.serving.graph_runner import GraphRunner
 from harness.serving.mirror import LengthRelay
-from harness.serving.modes import (
-    MIRROR_SETTINGS,
-    SERVING_MODES,
-    Pass,
-    get_serving_mode,
-    idle_pass,
-)
+from harness.serving.modes import Pass, get_serving_mode, idle_pass
 from harness.serving.scheduler import Scheduler, SchedulerConfig, StepPlan
+from harness.serving.section import ServingConfig, SpecConfig
 from harness.serving.stack import ServingStack
 from harness.serving.standin import StandInForward
 from harness.sync import current_step, is_emulated, region, set_step, tags
@@ -37,58 +32,31 @@ from harness.sync import current_step, is_emulated, region, set_step, tags
 
 @dataclass(frozen=True)
 class WorldConfig:
-    model: str = "flash"  # "flash" | "pro"
-    variant: str = "after"  # "before" | "after" | "dropped"
-    serving_mode: str = "nonspec"  # "nonspec" | "eagle" | "specv2" | "direct"
-    # "auto": what upstream's serving code does; "present" / "absent": what-ifs where the
-    # serving mode has a switch for it (the spec-v2 relay; the direct mode)
-    mirror: str = "auto"
-    batch_size: int = 32
-    context_len: int = 4096
-    seed: int = 0
-    prefill_every: int = 0  # a prefill step every N steps; 0 = never (arrivals join with KV)
-    cuda_graph: bool = True
-    prep_in_graph: bool = True
-    speculative: bool = False  # the direct mode only: drive EAGLE's passes
-    spec_steps: int = 3
-    spec_topk: int = 1
-    draft_tokens: int = 4
-    accept_mean: float = 2.8
-    forward_us: float = 1000.0  # stand-in forward duration on CUDA
-    kernels: str = "torch"  # "torch" | "triton"
-    # Beyond the scenario schema (defaults keep it): the accept-length distribution, the
-    # largest bucket (upstream --cuda-graph-max-bs), which buckets to capture ("near": those a
-    # run of batch_size replays; "all": upstream's full list; or a tuple) and arrivals' prompt
-    # lengths.
+    """One serving world: the scenario's `serving` section (every setting and its default,
+    validated there), one cell of its sweeps (variant, mirror setting, batch size) and the seed
+    of its requests.
+
+    Beyond the scenario (their defaults keep it): the accept-length distribution, which
+    buckets to capture ("near": those a run of batch_size replays; "all": upstream's full
+    list; or a tuple) and arrivals' prompt lengths."""
+
+    serving: ServingConfig
+    variant: str
+    mirror: str
+    batch_size: int
+    seed: int
     accept_dist: str = "geometric"
-    cuda_graph_max_bs: int | None = None  # None: upstream's default largest bucket, 256
     capture: str | tuple[int, ...] = "near"
     prompt_len: tuple[int, int] = (32, 256)
 
-    def __post_init__(self) -> None:
-        if self.serving_mode not in SERVING_MODES:
-            raise ValueError(f"serving_mode {self.serving_mode!r}; known: {sorted(SERVING_MODES)}")
-        allowed = get_serving_mode(self.serving_mode).mirror_settings
-        if self.mirror not in MIRROR_SETTINGS or self.mirror not in allowed:
-            raise ValueError(
-                f"mirror {self.mirror!r} with serving_mode {self.serving_mode}; "
-                f"expected one of {list(allowed)}"
-            )
-        if self.spec_topk != 1:
-            raise ValueError("DeepSeek-V4 MTP supports spec_topk 1 only")
-        if self.draft_tokens != self.spec_steps + 1:
-            raise ValueError("with topk 1, draft_tokens must be spec_steps + 1")
-
     @property
     def spec(self) -> SpecInfo | None:
-        speculative = get_serving_mode(self.serving_mode).spec
-        if not (self.speculative if speculative is None else speculative):
-            return None
-        return SpecInfo(self.draft_tokens, self.spec_steps, self.spec_topk)
+        s = self.serving.spec
+        return None if s is None else SpecInfo(s.draft_tokens, s.steps, s.topk)
 
     @property
     def capture_bs(self) -> list[int]:
-        max_bs = self.cuda_graph_max_bs or DEFAULT_MAX_BS
+        max_bs = self.serving.cuda_graph_max_bs or DEFAULT_MAX_BS
         return capture_buckets(self.spec is not None, max_bs, self.batch_size, self.capture)
 
 
@@ -115,13 +83,14 @@ class World:
     def __init__(self, cfg: WorldConfig, device: torch.device):
         self.cfg = cfg
         self.device = device
-        self.mode = get_serving_mode(cfg.serving_mode)
+        serving = cfg.serving
+        self.mode = get_serving_mode(serving.serving_mode)
         self.spec = spec = cfg.spec
         draft_slots = max(8, spec.draft_token_num if spec else 1)
         self.pool = ReqToTokenPool(
             PoolConfig(
                 max_reqs=cfg.batch_size + 1,
-                context_len=cfg.context_len,
+                context_len=serving.context_len,
                 draft_slots=draft_slots,
                 seed=cfg.seed,
             ),
@@ -130,21 +99,21 @@ class World:
         self.scheduler = Scheduler(
             SchedulerConfig(
                 batch_size=cfg.batch_size,
-                context_len=cfg.context_len,
+                context_len=serving.context_len,
                 seed=cfg.seed,
-                prefill_every=cfg.prefill_every,
+                prefill_every=serving.prefill_every,
                 spec=spec,
-                accept=AcceptConfig(cfg.accept_mean, cfg.accept_dist),
+                accept=AcceptConfig(_accept_mean(serving), cfg.accept_dist),
                 prompt_len=cfg.prompt_len,
             ),
             self.pool,
         )
         bcfg = BackendConfig(
-            model=cfg.model,
+            model=serving.model,
             variant=cfg.variant,
-            prep_in_graph=cfg.prep_in_graph,
+            prep_in_graph=serving.prep_in_graph,
             spec=spec,
-            kernels=cfg.kernels,
+            kernels=serving.kernels,
         )
         self.target_backend = DeepseekV4AttnBackend(bcfg, self.pool, device, cfg.variant)
         self.draft_backend = None
@@ -161,7 +130,7 @@ class World:
         # The relay's switch (spec-v2): the flag, unless a what-if forces it.
         forced = {"present": True, "absent": False}
         self.relay = LengthRelay(self.pool.cfg.max_reqs, device) if spec is not None else None
-        self.standin = StandInForward(cfg.forward_us, device)
+        self.standin = StandInForward(serving.forward_us, device)
         self.runners = self._make_runners()
         # what the serving mode drives (it sees nothing else of the world)
         self.stack = ServingStack(
@@ -189,7 +158,7 @@ class World:
     def _make_runners(self) -> dict[str, GraphRunner]:
         cfg, spec = self.cfg, self.spec
         buckets = cfg.capture_bs
-        common = dict(device=self.device, forward=self.forward, use_graphs=cfg.cuda_graph)
+        common = dict(device=self.device, forward=self.forward, use_graphs=cfg.serving.cuda_graph)
         if spec is None:
             return {
                 "decode": GraphRunner(
@@ -220,7 +189,7 @@ class World:
         """Calibrate the stand-in forward and capture every runner's graphs (not measured)."""
         with tags(path="warmup"):
             self.standin.prepare()
-        if self.cfg.cuda_graph:
+        if self.cfg.serving.cuda_graph:
             for runner in self.runners.values():
                 runner.capture()
         # drained once on every device (the emulated synchronize is recorded too), so that
@@ -322,6 +291,11 @@ class World:
         rpi = host_to_device_async(list(rows), torch.int64, self.device)
         val = host_to_device_async(list(lens), torch.int64, self.device)
         self.relay.publish(rpi, val)
+
+
+def _accept_mean(serving: ServingConfig) -> float:
+    """Accept lengths are drawn with speculative decoding only; without it any mean does."""
+    return (serving.spec or SpecConfig()).accept_mean
 
 
 def build_world(cfg: WorldConfig, device: torch.device) -> World:

@@ -1,5 +1,6 @@
 """µs per sync from the experiment's raw samples, and the check that the count pass saw exactly
-k syncs per step of the injected kind (pure pandas: the summary and the report use it).
+k syncs per step of the injected kind (pure pandas: the summary and the figure use it, on a
+run's rows of the sync-cost world, whose `case` column holds each cell's case).
 
 Per forward duration, batch size and kind, from the median step time at each k (the k = 0
 cell is shared by every kind), each with a 95% bootstrap interval paired by step
@@ -23,21 +24,6 @@ from harness.results.stats import Interval, median_difference, median_interval, 
 from harness.synccost.cases import INJECTIONS, NO_SYNC, SyncCostCase, parse_case
 
 
-def cases_of(df: pd.DataFrame) -> pd.Series:
-    """The sync-cost case of each row (None where the variant is not one)."""
-    return df["variant"].map(parse_case)
-
-
-def only_cases(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of sync-cost cells."""
-    return df[cases_of(df).notna()] if len(df) else df
-
-
-def without_cases(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of every other cell."""
-    return df[cases_of(df).isna()] if len(df) else df
-
-
 @dataclass(frozen=True)
 class SyncCost:
     forward_us: float
@@ -57,11 +43,11 @@ def _cells(steps: pd.DataFrame) -> dict[tuple, SyncCostCase]:
 
 def sync_costs(steps: pd.DataFrame, metric: str) -> list[SyncCost]:
     """One SyncCost per (forward duration, batch size, kind), forward duration outermost."""
-    cells = _cells(only_cases(steps))
+    cells = _cells(steps)
     series = {c: cell_series(steps, c, metric) for c in cells}
     out = []
-    for fwd, bs in sorted({(case.forward_us, c[3]) for c, case in cells.items()}):
-        here = {c: case for c, case in cells.items() if case.forward_us == fwd and c[3] == bs}
+    for fwd, bs in sorted({(case.forward_us, c[4]) for c, case in cells.items()}):
+        here = {c: case for c, case in cells.items() if case.forward_us == fwd and c[4] == bs}
         zero = [series[c] for c, case in here.items() if case.k == 0]
         for kind in [k for k in INJECTIONS if any(case.kind == k for case in here.values())]:
             by_k = {case.k: series[c] for c, case in here.items() if case.kind == kind}
@@ -89,7 +75,6 @@ def _cost(fwd: float, kind: str, bs: int, by_k: dict[int, pd.Series]) -> SyncCos
 
 def count_problems(counts: pd.DataFrame, syncs: pd.DataFrame) -> list[str]:
     """Cells whose measured steps did not each make exactly k syncs of the injected kind."""
-    counts, syncs = only_cases(counts), only_cases(syncs)
     m = measured(counts)
     steps = steps_per_kind(counts).groupby(CELL)["steps"].sum()
     per_step = m.groupby([*CELL, "step"])["syncs"].sum()
@@ -102,7 +87,7 @@ def count_problems(counts: pd.DataFrame, syncs: pd.DataFrame) -> list[str]:
         got_kind = kinds.get(cell, [])
         if (made != case.k).any() or got_kind != want_kind:
             problems.append(
-                f"{case.label} bs={cell[3]}: syncs per step {sorted(set(made))} of kind(s) "
+                f"{case.label} bs={cell[4]}: syncs per step {sorted(set(made))} of kind(s) "
                 f"{got_kind or 'none'} over {n_steps} steps; expected {case.k} of "
                 f"{want_kind or 'none'}"
             )

@@ -1,8 +1,8 @@
 """The experiment's cases: which sync is injected, how many per step, at which forward duration.
 
-A case is written into the result tables' `variant` column as its label, e.g.
-`item k=2 fwd=1000us`, so every table keeps its columns and the report reads the case back
-from the label alone (no torch, no meta.json needed).
+A case is written into the result tables' `case` column as its label, e.g.
+`item k=2 fwd=1000us`, and the report reads the case back from the label alone (no torch, no
+meta.json needed).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SyncCostCase:
 
 
 def parse_case(label: str) -> SyncCostCase | None:
-    """The case a `variant` label names; None for any other variant (e.g. `before`)."""
+    """The case a label names; None for any other label."""
     m = _LABEL.match(str(label))
     if m is None:
         return None

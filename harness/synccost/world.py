@@ -1,4 +1,4 @@
-"""The step whose syncs are counted and timed: registered as the runner's "sync_cost" world.
+"""The step whose syncs are counted and timed: the sync-cost world's cells and their worlds.
 
 One step, as an overlap scheduler runs it (the host prepares batch i+1 while the GPU runs
 batch i):
@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 import torch
 
-from harness.runner.cells import Cell, WorldKind, register_world
+from harness.runner.cells import Cell
 from harness.scenario import Scenario
 from harness.serving.standin import StandInForward
 from harness.sync import region, tags
-from harness.synccost.cases import INJECTIONS, SyncCostCase, enumerate_cases, parse_case
+from harness.synccost.cases import INJECTIONS, SyncCostCase, parse_case
 
 PAGE = 64  # tokens per KV page of the metadata-like step
 
@@ -93,17 +93,8 @@ _INJECT: dict[str, Callable[[SyncCostWorld], None]] = {
 assert set(_INJECT) == set(INJECTIONS), "every injection the schema offers has a function"
 
 
-def sync_cost_cells(sc: Scenario) -> list[Cell]:
-    cfg = sc.sync_cost
-    cases = enumerate_cases(cfg.kinds, cfg.k, cfg.forward_us)
-    return [Cell(case.label, "none", b) for case in cases for b in sc.batch_sizes]
-
-
 def build_sync_cost_world(sc: Scenario, cell: Cell, device: torch.device) -> SyncCostWorld:
-    case = parse_case(cell.variant)
+    case = parse_case(cell.case)
     if case is None:
-        raise ValueError(f"not a sync-cost case: {cell.variant!r}")
+        raise ValueError(f"not a sync-cost case: {cell.case!r}")
     return SyncCostWorld(case, cell.batch_size, sc.seed, device)
-
-
-register_world("sync_cost", WorldKind(sync_cost_cells, build_sync_cost_world))

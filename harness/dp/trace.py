@@ -15,22 +15,20 @@ from collections import defaultdict
 
 import pandas as pd
 
-from harness.report import tables
-from harness.report.dp_tables import EXCHANGE_REGION, is_dp_run
+from harness.dp.summary import EXCHANGE_REGION
 from harness.results.load import CELL_KEYS, RunData
+from harness.results.samples import STEP_REGION, UNMEASURED_TIME
 
 
 def aligned_step_starts(run: RunData) -> dict[tuple, float]:
-    """(*cell, step) -> start of the step in µs on its DP cell's common axis; empty when the
-    run is not a DP run or has no exchange samples with start times."""
-    if not is_dp_run(run):
-        return {}
+    """(*cell, step) -> start of the step in µs on its DP cell's common axis (for the DP
+    world's rows of a run); empty without exchange samples with start times."""
     lat = run.latency
     lat = lat[
         (lat["metric"] == "host")
-        & ~lat["path"].isin(tables.UNMEASURED_TIME)
+        & ~lat["path"].isin(UNMEASURED_TIME)
         & (lat["step"] >= 0)
-        & lat["region"].isin([EXCHANGE_REGION, tables.STEP_REGION])
+        & lat["region"].isin([EXCHANGE_REGION, STEP_REGION])
     ]
     if lat.empty or lat["start_us"].isna().any():
         return {}
@@ -40,7 +38,7 @@ def aligned_step_starts(run: RunData) -> dict[tuple, float]:
     )
     for r in lat.to_dict("records"):
         cell = tuple(r[k] for k in CELL_KEYS)
-        slot = steps[r["scenario"]][cell].setdefault(int(r["step"]), {})
+        slot = steps[r["case"]][cell].setdefault(int(r["step"]), {})
         if r["region"] == EXCHANGE_REGION:
             slot["exchange_end"] = float(r["start_us"]) + float(r["value_us"])
         else:

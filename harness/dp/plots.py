@@ -7,14 +7,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.report.dp_tables import (
-    EXCHANGE_REGION,
-    dp_cells,
-    exchange_wait,
-    syncs_per_rank_step,
-)
-from harness.results.load import RunData
+from harness.dp.summary import EXCHANGE_REGION, dp_cells, exchange_wait, syncs_per_rank_step
 from harness.report.style import empty, maybe_log, new_figure, shared_legend_entries, title
+from harness.results.load import RunData
 
 _RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 

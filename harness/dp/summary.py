@@ -1,8 +1,8 @@
-"""Tables of a DP-attention run (result files only): per-rank syncs, the exchange wait, and what
-one rank's planted sync costs every other rank.
+"""What `bench` prints for a DP-attention run, and the tables behind it (result files only):
+per-rank syncs, the exchange wait, and what one rank's planted sync costs every other rank.
 
 A DP run's meta.json names its cells (``dp.cells``: label -> backend, forward_us, injected);
-each label is the ``scenario`` column of that cell's rows and each rank's rows carry their
+each label is the ``case`` column of that cell's rows and each rank's rows carry their
 ``rank``. The cost of the planted sync is the difference of medians of a rank's exchange wait
 (host time of ``step/scheduler/dp_exchange``) with and without it, paired by step (every cell
 runs the same seeded requests, so step k is the same work in both), with a percentile
@@ -11,19 +11,14 @@ bootstrap interval (harness.results.stats).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from harness.report import tables
-from harness.results.load import CELL_KEYS, RunData, load_run
+from harness.results.load import CELL_KEYS, RunData
+from harness.results.rates import measured
+from harness.results.samples import UNMEASURED_TIME
 from harness.results.stats import LEVEL, median_difference
 
 EXCHANGE_REGION = "step/scheduler/dp_exchange"
-
-
-def is_dp_run(run: RunData) -> bool:
-    return bool(run.meta.get("dp"))
 
 
 def dp_cells(run: RunData) -> pd.DataFrame:
@@ -35,24 +30,24 @@ def dp_cells(run: RunData) -> pd.DataFrame:
 
 def syncs_per_rank_step(run: RunData) -> pd.DataFrame:
     """Syncs of each measured step on each rank: label, rank, step, syncs."""
-    m = tables.measured(run.counts)
+    m = measured(run.counts)
     cols = ["label", "rank", "step", "syncs"]
     if m.empty:
         return pd.DataFrame(columns=cols)
-    out = m.groupby(["scenario", "rank", "step"], as_index=False)["syncs"].sum()
-    return out.rename(columns={"scenario": "label"})[cols]
+    out = m.groupby(["case", "rank", "step"], as_index=False)["syncs"].sum()
+    return out.rename(columns={"case": "label"})[cols]
 
 
 def syncs_by_rank_region(run: RunData) -> pd.DataFrame:
     """Mean syncs per measured step by (label, region) and rank (columns)."""
-    m = tables.measured(run.counts)
+    m = measured(run.counts)
     if m.empty:
         return pd.DataFrame()
-    steps = m.groupby(["scenario", "rank"])["step"].nunique()
-    total = m.groupby(["scenario", "region", "rank"])["syncs"].sum()
+    steps = m.groupby(["case", "rank"])["step"].nunique()
+    total = m.groupby(["case", "region", "rank"])["syncs"].sum()
     per = (total / steps.reindex(total.index.droplevel("region")).to_numpy()).rename("per_step")
     table = per.reset_index().pivot_table(
-        index=["scenario", "region"], columns="rank", values="per_step", aggfunc="sum"
+        index=["case", "region"], columns="rank", values="per_step", aggfunc="sum"
     )
     table.columns = [f"rank {int(c)}" for c in table.columns]
     return table[(table > 0).any(axis=1)]
@@ -65,14 +60,14 @@ def exchange_wait(run: RunData) -> pd.DataFrame:
     keep = (
         (lat["region"] == EXCHANGE_REGION)
         & (lat["metric"] == "host")
-        & ~lat["path"].isin(tables.UNMEASURED_TIME)
+        & ~lat["path"].isin(UNMEASURED_TIME)
         & (lat["step"] >= 0)
     )
     rows = lat[keep]
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    out = rows.groupby(["scenario", "rank", "step"], as_index=False)["value_us"].sum()
-    return out.rename(columns={"scenario": "label", "value_us": "us"})[cols]
+    out = rows.groupby(["case", "rank", "step"], as_index=False)["value_us"].sum()
+    return out.rename(columns={"case": "label", "value_us": "us"})[cols]
 
 
 def stall_answer(run: RunData) -> pd.DataFrame:
@@ -139,9 +134,8 @@ def format_stall_answer(run: RunData) -> str:
     return "\n".join(lines)
 
 
-def format_dp_summary(folder: Path) -> str:
+def dp_summary(run: RunData) -> list[str]:
     """What `bench` prints for a DP run: per-rank syncs, exchange waits, the answer."""
-    run = load_run(folder)
     meta = run.meta["dp"]
     parts = [f"DP attention: {meta['ranks']} ranks; cells: {', '.join(meta['cells'])}"]
     syncs = syncs_by_rank_region(run)
@@ -156,9 +150,9 @@ def format_dp_summary(folder: Path) -> str:
         parts.append(pct.to_string(float_format=lambda v: f"{v:.1f}"))
         parts.append("")
         parts.append(format_stall_answer(run))
-    bad = tables.failed_cells(run.outcomes)
+    bad = run.outcomes[run.outcomes["status"] != "ok"]
     if len(bad):
         parts.append("\nCells that failed or did not run (outcomes.csv):")
         shown = [*CELL_KEYS, "pass", "status", "exception", "message"]
         parts.append(bad[shown].to_string(index=False))
-    return "\n".join(parts)
+    return parts

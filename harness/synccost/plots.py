@@ -11,7 +11,7 @@ from harness.report import tables
 from harness.report.style import empty, new_figure, title
 from harness.results.deltas import signed
 from harness.results.stats import Interval
-from harness.synccost.analysis import SyncCost, only_cases, sync_costs
+from harness.synccost.analysis import SyncCost, sync_costs
 
 KIND_COLORS = {"item": "#1f77b4", "stream_sync": "#d62728", "blocking_copy": "#2ca02c"}
 KIND_MARKERS = {"item": "o", "stream_sync": "s", "blocking_copy": "^"}
@@ -25,7 +25,7 @@ def _ci_text(ci: Interval | None) -> str:
 
 def plot_sync_cost(latency: pd.DataFrame, label: str = "", emulated: bool = False) -> Figure:
     """Median step time at k = 0, 1, 2, 4 injected syncs per kind and forward duration."""
-    steps = only_cases(tables.step_latency(latency))
+    steps = tables.step_latency(latency)
     if steps.empty:
         return empty(new_figure(8, 2), "no sync-cost samples in latency.csv")
     metric = tables.headline_metric(steps)

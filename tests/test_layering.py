@@ -1,0 +1,188 @@
+"""The house's dependency rules, read from the import graph of harness/ and kernels/.
+
+Every import counts: at the top of a module, inside a function (a lazy one), or for type
+checking only. A package is `kernels`, a sub-package `harness.<name>`, or a module directly
+under harness/ (`harness.errors`, `harness.registry`, `harness.cli`). A world is a package
+with a `plugin.py` (harness.registry). The rules:
+
+- kernels imports nothing from harness;
+- the sync ledger is a general library: besides itself it uses the harness's errors and its
+  atomic file writes only (no backend, serving, runner, scenario, gate, programs, no world);
+- the backend imports only the batch, the kernels and the ledger's region marking;
+- matplotlib is imported by the report and the worlds' figures only (nothing below the
+  report draws);
+- the scenario, runner, results, report and gate layers, and the registry, import no world;
+- no cycle between packages.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HARNESS = REPO / "harness"
+LAYERS = (
+    "harness.scenario",
+    "harness.runner",
+    "harness.results",
+    "harness.report",
+    "harness.gate",
+    "harness.registry",
+)
+WORLDS = tuple(sorted(f"harness.{p.parent.name}" for p in HARNESS.glob("*/plugin.py")))
+LEDGER_MAY_USE = {"harness.errors", "harness.results.files"}  # modules
+BACKEND_MAY_USE = {"harness.batch", "kernels"}  # packages, and the ledger's region marking:
+REGION_MARKING = ("harness.sync.regions", "harness.sync:region")
+
+
+@dataclass(frozen=True)
+class Import:
+    where: str  # file:line
+    source: str  # the importing package
+    target: str  # the imported package (or an outside distribution: torch, matplotlib)
+    module: str  # the imported module, dotted
+    name: str | None  # the name taken from it (from-imports)
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] != "harness":
+        return parts[0]
+    return ".".join(parts[:2]) if len(parts) > 1 else "harness"
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import in the file, wherever it stands."""
+    module = _module_of(path)
+    source = package_of(module)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            out += [Import(where, source, package_of(a.name), a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the importing module's package
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            out += [Import(where, source, package_of(target), target, a.name) for a in node.names]
+    return out
+
+
+def house_imports() -> list[Import]:
+    files = sorted([*HARNESS.rglob("*.py"), *(REPO / "kernels").rglob("*.py")])
+    return [imp for f in files for imp in imports_of(f)]
+
+
+IMPORTS = house_imports()
+
+
+def _ours(pkg: str) -> bool:
+    return pkg == "kernels" or pkg.startswith("harness")
+
+
+def cycles(imports: list[Import]) -> list[list[str]]:
+    """The package cycles (strongly connected components of more than one package)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for imp in imports:
+        if _ours(imp.target) and imp.target != imp.source:
+            graph[imp.source].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def wrong_way(imports: list[Import]) -> list[str]:
+    """Every import against a rule other than the cycles', as `file:line: what`."""
+    bad = []
+    for imp in imports:
+        src, dst = imp.source, imp.target
+        rule = None
+        if src == "kernels" and dst.startswith("harness"):
+            rule = "kernels imports nothing from harness"
+        elif src == "harness.sync" and _ours(dst) and dst != src:
+            if imp.module not in LEDGER_MAY_USE:
+                rule = "the ledger uses only the errors and the file writes of the harness"
+        elif src == "harness.backend" and _ours(dst) and dst != src:
+            marking = imp.module in REGION_MARKING or f"{imp.module}:{imp.name}" in REGION_MARKING
+            if dst not in BACKEND_MAY_USE and not marking:
+                rule = "the backend imports only batch, kernels and region marking"
+        if dst == "matplotlib" and src != "harness.report" and src not in WORLDS:
+            rule = "only the report and the worlds' figures import matplotlib"
+        if src in LAYERS and dst in WORLDS:
+            rule = "the scenario, runner, results, report and gate layers import no world"
+        if rule:
+            bad.append(f"{imp.where}: {src} -> {imp.module}{f'.{imp.name}' if imp.name else ''}"
+                       f" ({rule})")  # fmt: skip
+    return bad
+
+
+def test_the_worlds_are_the_packages_with_a_plugin() -> None:
+    assert set(WORLDS) >= {"harness.serving", "harness.synccost", "harness.dp", "harness.programs"}
+
+
+def test_no_import_goes_the_wrong_way() -> None:
+    assert wrong_way(IMPORTS) == []
+
+
+def test_no_cycle_between_packages() -> None:
+    assert cycles(IMPORTS) == []
+
+
+def _planted(source_file: str, module: str, name: str | None = None) -> list[Import]:
+    """The house's imports with one more, as if `source_file` had it."""
+    source = package_of(_module_of(REPO / source_file))
+    return [*IMPORTS, Import(f"{source_file}:1", source, package_of(module), module, name)]
+
+
+def test_a_planted_wrong_way_import_fails_the_rules() -> None:
+    # the results reading the report back: a cycle (the report reads the results)
+    assert cycles(_planted("harness/results/summary.py", "harness.report.tables")) == [
+        ["harness.report", "harness.results"]
+    ]
+    # a layer that names a world
+    (bad,) = wrong_way(_planted("harness/runner/cells.py", "harness.synccost.world"))
+    assert bad.startswith("harness/runner/cells.py:1: harness.runner -> harness.synccost.world")
+    # the ledger reaching into the serving world, the backend into the ledger's counting
+    assert wrong_way(_planted("harness/sync/ledger.py", "harness.serving.world"))
+    assert wrong_way(_planted("harness/backend/backend.py", "harness.sync", "SyncLedger"))
+    assert not wrong_way(_planted("harness/backend/backend.py", "harness.sync", "region"))
+    # drawing below the report, and kernels using the harness
+    assert wrong_way(_planted("harness/results/stats.py", "matplotlib.pyplot"))
+    assert wrong_way(_planted("kernels/api.py", "harness.errors"))
