@@ -57,8 +57,8 @@ def test_snapshot_cycle(pytester: pytest.Pytester, sample: Path) -> None:
     run(pytester, "--sync-snapshot-strict").assert_outcomes(passed=5)
 
 
-def test_the_readme_shows_the_committed_file() -> None:
-    readme = (SAMPLE.parents[1] / "README.md").read_text()
+def test_the_gate_page_shows_the_committed_file() -> None:
+    readme = (SAMPLE.parents[1] / "docs" / "gate.md").read_text()
     section = readme[readme.index("The file, `.sync-snapshots.json`") :]
     shown = section[
         section.index("```json\n") + 8 : section.index("```\n", section.index("```json"))

@@ -52,7 +52,7 @@ def sync_table(counts: pd.DataFrame) -> str:
         columns=pd.MultiIndex.from_product([sorted(set(both["batch_size"])), kinds])
     )
     table.columns = pd.MultiIndex.from_tuples(
-        [(f"bs={int(b)}", k) for b, k in table.columns], names=["", "step"]
+        [(f"bs={int(b)}" if b else "", k) for b, k in table.columns], names=["", "step"]
     )
     table = table.dropna(axis=1, how="all")
     return table.to_string(float_format=lambda v: f"{v:.2f}", na_rep="")
