@@ -1,6 +1,10 @@
-"""The count pass counts syncs only: a non-blocking hazard stays in syncs.csv with its kind."""
+"""The count pass counts syncs only: a non-blocking hazard stays in syncs.csv with its kind;
+every row of syncs.csv names the thread, process and detector of its event."""
 
 from __future__ import annotations
+
+import os
+import threading
 
 import torch
 from runner_fakes import FakeWorld
@@ -11,6 +15,7 @@ from harness.runner.count_pass import run_cell_count
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
 from harness.sync import region
+from harness.sync.events import DETECTORS
 
 
 class StagedCopyWorld(FakeWorld):
@@ -37,3 +42,21 @@ def test_hazards_are_rows_of_syncs_csv_but_not_counted() -> None:
     assert len(staged) == sc.steps.warmup + sc.steps.count
     assert {r["kind"] for r in staged} == {"pageable_staged"}
     assert {r["syncs"] for r in counts if r["region"] == "step/staged_copy"} == {0}
+
+
+def test_every_sync_row_names_its_thread_process_and_detector() -> None:
+    sc = load_scenario("nonspec", ["serving.batch_sizes=[4]", "serving.variants=[after]"]).scenario
+    with open_device("emu") as dh:
+        rows = run_cell_count(
+            sc,
+            Cell(variant="after", mirror="auto", batch_size=4),
+            dh.device,
+            lambda s, c, d: StagedCopyWorld(s, c, d),
+        )
+    syncs = [dict(zip(COLUMNS["syncs"], r)) for r in rows.syncs]
+    assert syncs
+    assert {(r["thread"], r["pid"]) for r in syncs} == {
+        (threading.current_thread().name, os.getpid())
+    }
+    detectors = {r["detector"] for r in syncs}
+    assert detectors and detectors <= set(DETECTORS), detectors

@@ -18,7 +18,7 @@ from typing import Any
 # 3: meta.json holds each file's sha256 (readers refuse a file that does not match)
 # 4: latency.csv has a round column (the time pass interleaves cells in rounds)
 # 5: a case column; scenario, variant and mirror no longer hold a world's case (meta.json
-#    names the run's world)
+#    names the run's world); syncs.csv has each event's thread, pid and detector
 FORMAT_VERSION = 5
 RESULT_FORMAT = "dsv4-harness-run"  # meta.json's result_format: what kind of folder it is
 
@@ -29,8 +29,19 @@ ROW_KEYS = (*CELL_KEYS, "step", "forward_mode", "path", "region")
 COLUMNS: dict[str, tuple[str, ...]] = {
     # one row per (step, forward_mode, path, region) a step entered, zero-sync rows included
     "counts": (*ROW_KEYS, "syncs"),
-    # one row per sync event
-    "syncs": (*ROW_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
+    # one row per sync event: where it was made, and which thread, process and detector saw it
+    "syncs": (
+        *ROW_KEYS,
+        "kind",
+        "op",
+        "location",
+        "function",
+        "stack_id",
+        "nbytes",
+        "thread",
+        "pid",
+        "detector",
+    ),
     # one row per raw sample: metric host | device | e2e; device: cuda | emu
     # start_us: where the sample began, in µs after the start of its step (0 for whole steps)
     # round: the time pass's round of interleaved cells the step ran in (empty: set-up, warm-up)

@@ -81,7 +81,8 @@ class _CellRecorder:
             sid = stack_id(frames)
             if sid not in self.rows.stacks:
                 self.rows.stacks[sid] = [f"{f}:{ln} in {fn}" for f, ln, fn in frames]
-            self.rows.syncs.append((*key, str(e.kind), e.op, e.location, e.function, sid, e.nbytes))
+            where = (e.location, e.function, sid, e.nbytes, e.thread, e.pid, e.detector)
+            self.rows.syncs.append((*key, str(e.kind), e.op, *where))
         self.rows.counts.extend((*k, n) for k, n in counts.items())
         return len(led.events), len(led.region_entries)
 
