@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import InputError, Interrupted
@@ -16,7 +17,7 @@ from harness.gate.baseline import (
 )
 from harness.gate.compare import REMAKE, GateResult, compare, format_result
 from harness.runner.cells import WorldBuilder, build_scenario_world
-from harness.runner.count_pass import run_count_pass
+from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
 from harness.scenario.loader import display_path
@@ -76,11 +77,19 @@ def run_gate(
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
     strict: bool = False,
+    count: Callable[[LoadedScenario], PassRows] | None = None,
 ) -> list[GateResult]:
+    """Gate each scenario; `count` gives a scenario's count pass (default: run it on `dh` with
+    `builder`), so the test suite can share one pass per configuration with other tests."""
+    if count is None:
+
+        def count(ls: LoadedScenario) -> PassRows:
+            return run_count_pass(ls.scenario, dh.device, builder, show_progress)
+
     baselines = load_baselines(loaded, folder)
     results = []
     for ls, base in zip(loaded, baselines):
-        obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
+        obs = observe(count(ls))
         measured_only = dh.kind != base.data.get("device")
         res = compare(ls, obs, base, measured_only=measured_only, strict=strict)
         results.append(res)
