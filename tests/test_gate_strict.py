@@ -1,0 +1,48 @@
+"""CI's sync gate: every single-rank scenario's count pass against results/baselines/, strict.
+
+`make test` runs the gate here, on the session's count passes that the fidelity tests read
+too, so each configuration is counted once. Strict: any difference fails, fewer syncs too, so
+a detector that goes blind cannot pass.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from harness.gate.baseline import DEFAULT_DIR
+from harness.gate.compare import GateResult
+from harness.gate.run import chosen_scenarios, run_gate
+from harness.runner.device import open_device
+from harness.scenario.loader import REPO_ROOT
+
+BASELINES = REPO_ROOT / DEFAULT_DIR
+
+
+def ci_gate(count_passes, folder: Path = BASELINES) -> list[GateResult]:
+    """The gate as CI runs it: every gated scenario, strict, on the emulated device."""
+    with open_device("emu") as dh:
+        return run_gate(chosen_scenarios(None), folder, dh, strict=True, count=count_passes)
+
+
+def test_every_scenario_counts_what_its_baseline_says(count_passes, capsys):
+    results = ci_gate(count_passes)
+    report = capsys.readouterr().out
+    assert {r.scenario for r in results} == {p.stem for p in BASELINES.glob("*.json")}
+    assert [r.scenario for r in results if r.failed] == [], report
+
+
+def test_one_sync_fewer_than_the_baseline_fails_it(count_passes, tmp_path, capsys):
+    """What a blinded detector looks like to the gate: fewer syncs than the baseline."""
+    folder = tmp_path / "baselines"
+    shutil.copytree(BASELINES, folder)
+    path = folder / "nonspec.json"
+    data = json.loads(path.read_text())
+    entry = next(c for c in data["counts"] if c["syncs"] > 0)
+    entry["syncs"] += 1  # the baseline saw one more than the code now makes
+    path.write_text(json.dumps(data))
+    results = {r.scenario: r for r in ci_gate(count_passes, folder)}
+    capsys.readouterr()
+    assert [s for s, r in results.items() if r.failed] == ["nonspec"]
+    assert not results["nonspec"].regressions and len(results["nonspec"].changes) == 1
