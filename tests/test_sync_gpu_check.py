@@ -110,7 +110,7 @@ def test_overhead_targets_are_ratios_to_the_plain_step() -> None:
     }
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_oracle_counts_known_waits() -> None:
     sleeper = sync_oracle.Sleeper.calibrated(20.0)
     x = torch.arange(8, device="cuda")
