@@ -40,11 +40,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The strict sync gate is a test (tests/test_gate_strict.py): it shares its count passes with
-# the fidelity tests.
+# the fidelity tests. Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: each worker
+# and each process a test starts would compile the project and pytest re-rewrite its modules
+# (about 3 s a process here).
 test: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
-	$(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
 
 lint: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
