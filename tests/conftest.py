@@ -40,6 +40,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # modules that hold a slow test first (whole, for their module fixtures): the long tests
+    # start early, and the xdist workers finish together on short ones
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu:
         import torch

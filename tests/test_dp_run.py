@@ -60,6 +60,7 @@ def _measured(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["path"].isin(["graph", "eager"]) & (df["step"] >= 1)]
 
 
+@pytest.mark.slow
 def test_run_is_complete_with_every_rank(run):
     assert is_complete(run)
     meta = json.loads((run / "meta.json").read_text())
@@ -150,6 +151,7 @@ def test_dp_figures_and_trace(run):
     assert ends and all(len(v) == 2 and max(v) - min(v) < 0.01 for v in ends.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("builder", "stopped_by"),
     # rank 0 waits in the exchange when its peer dies (the collective fails, or the launcher's

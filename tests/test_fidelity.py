@@ -95,6 +95,7 @@ def _row_run(row) -> tuple[LoadedScenario, Cells]:
     return committed, cells
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [r for r in TABLE.rows if r.unreachable], ids=lambda r: r.id)
 def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
     """No committed scenario (nor any row's run, nor any what-if) goes through an unreachable

@@ -11,6 +11,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from harness.gate.baseline import DEFAULT_DIR
 from harness.gate.compare import GateResult
 from harness.gate.run import chosen_scenarios, run_gate
@@ -26,6 +28,7 @@ def ci_gate(count_passes, folder: Path = BASELINES) -> list[GateResult]:
         return run_gate(chosen_scenarios(None), folder, dh, strict=True, count=count_passes)
 
 
+@pytest.mark.slow
 def test_every_scenario_counts_what_its_baseline_says(count_passes, capsys):
     results = ci_gate(count_passes)
     report = capsys.readouterr().out

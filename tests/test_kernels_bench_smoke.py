@@ -9,11 +9,14 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_kernels_gpu_smoke(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "path", list(sys.path))  # main puts the repo and benchmarks/ first
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # main sets it for --smoke

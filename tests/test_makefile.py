@@ -56,6 +56,7 @@ def test_ci_runs_the_whole_suite_with_its_strict_gate():
     assert (REPO / "tests" / "test_gate_strict.py").is_file()
 
 
+@pytest.mark.slow
 def test_make_gate_exit_status_is_as_documented(tmp_path):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(TINY)

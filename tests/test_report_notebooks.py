@@ -91,6 +91,7 @@ def _images(nb) -> int:
     )
 
 
+@pytest.mark.slow
 def test_the_command_runs_every_notebook_in_one_kernel_then_shuts_it_down(
     emulated_run, tmp_path, capsys, monkeypatch
 ):

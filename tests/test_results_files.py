@@ -51,6 +51,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
 
 
+@pytest.mark.slow
 def test_two_reports_of_one_run_at_once(tmp_path):
     run = write_run(tmp_path / "runs", "eagle", batch_sizes=(1,), steps=2)
     env = {
