@@ -1,5 +1,6 @@
 """The test suite's own rules: every marker pyproject.toml declares marks a test, a marker
-nobody declared is an error, and `gpu` tests skip themselves without CUDA."""
+nobody declared is an error, `gpu` tests skip themselves without CUDA, and the modules with
+`slow` tests run first."""
 
 from __future__ import annotations
 
@@ -58,3 +59,10 @@ def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester) -> None:
     else:
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["*needs a CUDA device*"])
+
+
+def test_modules_with_slow_tests_run_first(request: pytest.FixtureRequest) -> None:
+    items = request.session.items
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    order = [item.path in slow for item in items]
+    assert order == sorted(order, reverse=True)
