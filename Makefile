@@ -27,6 +27,9 @@ LINT_PATHS := harness kernels tests benchmarks examples
 quote = '$(subst ','\'',$(1))'
 # RUN is optional (empty: the newest complete run), so it is passed only when given.
 RUN_ARG = $(if $(RUN),$(call quote,$(RUN)))
+# pytest-xdist workers for `make test` (two pay on two cores; idle ones steal queued tests);
+# without pytest-xdist in $(PY) the suite runs in one process
+TEST_WORKERS ?= 2
 
 .PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check \
 	kernels-gpu metadata-bench clean
@@ -41,11 +44,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e ".[dev]" "torch==$(TORCH_VERSION)"
 	touch $@
 
+# The strict sync gate is a test (tests/test_gate_strict.py): it shares its count passes with
+# the fidelity tests. Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: each worker
+# and each process a test starts would compile the project and pytest re-rewrite its modules
+# (about 3 s a process here).
 test: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
-	$(PY) -m pytest -q
-	$(PY) -m harness gate --strict --device $(GATE_DEVICE)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
 
 lint: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)

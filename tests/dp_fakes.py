@@ -11,7 +11,9 @@ from harness.dp.cells import build_dp_world
 DYING_RANK = 1
 DIES_AT_STEP = 2  # of the first cell's count pass, warm-up steps included
 EXIT_CODE = 3
-BUSY_S = 3.0  # rank 0 busy on the host when its peer dies: the launcher's SIGTERM finds it there
+# rank 0 busy on the host when its peer dies, until the launcher's SIGTERM ends the sleep (it
+# raises RankStopped there); never that long unless the SIGTERM never comes
+BUSY_MAX_S = 120.0
 
 
 class DyingWorld:
@@ -39,7 +41,7 @@ class DyingWorld:
             if self.rank == DYING_RANK:
                 os._exit(EXIT_CODE)  # no clean-up, no goodbye: as a crash
             if self.busy:
-                time.sleep(BUSY_S)
+                time.sleep(BUSY_MAX_S)
         return self.inner.step()
 
 

@@ -117,6 +117,7 @@ def test_ctrl_c_in_baseline_says_what_was_rewritten(tmp_path, capsys, monkeypatc
     assert [p.name for p in (tmp_path / "b").iterdir()] == ["first.json"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_bench_leaves_an_incomplete_folder_and_one_line(tmp_path):
     """A real SIGINT to a running `python -m harness bench` (Python's own Ctrl-C handler is
     installed explicitly: a background shell may have started the test with SIGINT ignored)."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from report_fixtures import write_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,6 +44,7 @@ def _python(code: str, blocked: set[str], cwd: Path) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 def test_report_compare_and_help_run_without_torch(tmp_path) -> None:
     run = write_run(tmp_path / "runs", "eagle", batch_sizes=(1,), steps=2)
     code = (

@@ -5,35 +5,41 @@
    has it, none where upstream has none, and fails there where upstream fails.
 2. The expected syncs per measured step, from upstream, hold exactly in every committed
    scenario and what-if, decode and prefill steps separately.
+
+Count passes come from the session's `count_passes` (tests/conftest.py): the committed
+scenarios' passes are the ones the strict gate (tests/test_gate_strict.py) compares.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import cache
 
 import pytest
 
 from harness.fidelity import VARIANTS, anchors, load_table
 from harness.results.tables import COLUMNS, MEASURED_PATHS
-from harness.runner.count_pass import PassRows, run_count_pass
-from harness.scenario import load_scenario
-from harness.sync import emulated_device
+from harness.runner.count_pass import PassRows
+from harness.scenario import LoadedScenario, load_scenario
+from harness.scenario.loader import parse_override
+from harness.serving.section import serving_of
 
 TABLE = load_table()
 ANCHORS = anchors()
 EXCEPTIONS = ("AssertionError", "AttributeError")
 
 
-@cache
-def count_pass(scenario: str, overrides: tuple[str, ...]) -> PassRows:
-    sc = load_scenario(scenario, list(overrides)).scenario
-    with emulated_device() as dev:
-        return run_count_pass(sc, dev, show_progress=False)
+Cells = dict[str, set]  # column -> the values of the cells a check reads (empty: every cell)
+# overrides that only pick cells of a scenario: its list, and the column that names the pick
+CELL_PICKS = {
+    "serving.batch_sizes": "batch_size",
+    "serving.mirror": "mirror",
+    "serving.variants": "variant",
+}
 
 
-def _records(rows: PassRows, table: str) -> list[dict]:
-    return [dict(zip(COLUMNS[table], r)) for r in rows.__dict__[table]]
+def _records(rows: PassRows, table: str, cells: Cells | None = None) -> list[dict]:
+    records = [dict(zip(COLUMNS[table], r)) for r in rows.__dict__[table]]
+    return [r for r in records if all(r[col] in v for col, v in (cells or {}).items())]
 
 
 # ---- the table walked -------------------------------------------------------------------------
@@ -49,23 +55,26 @@ def test_every_anchor_names_a_row_and_every_reachable_row_has_one() -> None:
             assert row.upstream[v]["effect"], (row.id, v)
 
 
-def _through(rows: PassRows, variant: str, anchor: tuple[str, int]) -> list[dict]:
+def _through(
+    rows: PassRows, variant: str, anchor: tuple[str, int], cells: Cells | None = None
+) -> list[dict]:
     """Sync events of a variant whose stack passes through the anchored line."""
     mark = f"{anchor[0]}:{anchor[1]} in "
     return [
         s
-        for s in _records(rows, "syncs")
+        for s in _records(rows, "syncs", cells)
         if s["variant"] == variant and any(f.startswith(mark) for f in rows.stacks[s["stack_id"]])
     ]
 
 
 @pytest.mark.parametrize("row", [r for r in TABLE.rows if r.reach], ids=lambda r: r.id)
-def test_row_is_reproduced(row) -> None:
+def test_row_is_reproduced(row, count_passes) -> None:
     (anchor,) = ANCHORS[row.id]
-    rows = count_pass(row.reach.scenario, ("steps.count=4", *row.reach.overrides))
-    outcomes = {o["variant"]: o for o in _records(rows, "outcomes")}
+    loaded, cells = _row_run(row)
+    rows = count_passes(loaded)
+    outcomes = {o["variant"]: o for o in _records(rows, "outcomes", cells)}
     for variant, want in row.reach.expect.items():
-        seen = _through(rows, variant, anchor)
+        seen = _through(rows, variant, anchor, cells)
         if want in EXCEPTIONS:
             o = outcomes[variant]
             assert (o["status"], o["exception"]) == ("error", want), (row.id, variant, o)
@@ -77,47 +86,53 @@ def test_row_is_reproduced(row) -> None:
             assert {s["kind"] for s in seen} == {want}, (row.id, variant)
 
 
+def _row_run(row) -> tuple[LoadedScenario, Cells]:
+    """The run a row names. One that only picks cells of its committed scenario is read from
+    that scenario's own count pass (the gate's: 16 measured steps), those cells only; any other
+    override makes a run of its own, of 4 measured steps."""
+    committed = load_scenario(row.reach.scenario)
+    cells: Cells = {}
+    for key, value in map(parse_override, row.reach.overrides):
+        values = set(value) if isinstance(value, list) else {value}
+        listed = getattr(serving_of(committed.scenario), key.split(".")[-1], ())
+        if key not in CELL_PICKS or not values <= set(listed):
+            return load_scenario(row.reach.scenario, ["steps.count=4", *row.reach.overrides]), {}
+        cells[CELL_PICKS[key]] = values
+    return committed, cells
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [r for r in TABLE.rows if r.unreachable], ids=lambda r: r.id)
-def test_unreachable_rows_stay_unreached(row) -> None:
-    """No committed scenario (nor any row's run) goes through an unreachable row's line."""
+def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
+    """No committed scenario (nor any row's run, nor any what-if) goes through an unreachable
+    row's line."""
     if row.id not in ANCHORS:
         return
     (anchor,) = ANCHORS[row.id]
-    runs = {
-        (r.reach.scenario, ("steps.count=4", *r.reach.overrides)) for r in TABLE.rows if r.reach
-    }
-    for name in SCENARIOS:
-        runs.add((name, SHORT))
-    for key in sorted(runs):
-        rows = count_pass(*key)
-        assert all(_through(rows, v, anchor) == [] for v in VARIANTS), (row.id, key)
+    runs = [_row_run(r)[0] for r in TABLE.rows if r.reach]
+    runs += [_mirror_run(name, mirror) for name, mirror in EXPECTED]
+    for loaded in runs:
+        rows = count_passes(loaded)
+        where = (loaded.name, loaded.overrides)
+        assert all(_through(rows, v, anchor) == [] for v in VARIANTS), (row.id, where)
 
 
 # ---- expected syncs per measured step --------------------------------------------------------
-SHORT = ("steps.warmup=2", "steps.count=8")  # a prefill step (every 8th) is measured
-SCENARIOS = ("nonspec", "eagle", "specv2_mirror", "direct_no_mirror")
-
-# (scenario, overrides) -> variant -> (syncs per decode step, per prefill step), an exception,
-# or a dict by batch size; None = no such step in the scenario
+# (scenario, mirror) -> variant -> (syncs per decode step, per prefill step), an exception, or a
+# dict by batch size; None = no such step in the scenario. Each is read from the scenario's own
+# count pass (the gate's: 16 measured steps, a prefill step every 8th); a mirror setting the
+# scenario does not list, from the same scenario with that mirror set.
 EXPECTED = {
-    ("nonspec", SHORT): {v: (0, 1) for v in VARIANTS},
-    ("eagle", SHORT): {v: (1, 3) for v in VARIANTS},
-    ("specv2_mirror", (*SHORT, "serving.mirror=auto")): {
-        "before": (1, 2),
-        "after": (1, 2),
-        "dropped": (0, 2),
-    },
-    ("specv2_mirror", (*SHORT, "serving.mirror=absent")): {
+    ("nonspec", "auto"): {v: (0, 1) for v in VARIANTS},
+    ("eagle", "auto"): {v: (1, 3) for v in VARIANTS},
+    ("specv2_mirror", "auto"): {"before": (1, 2), "after": (1, 2), "dropped": (0, 2)},
+    ("specv2_mirror", "absent"): {
         "before": "AssertionError",
         "after": "AttributeError",
         "dropped": (0, 2),
     },
-    ("specv2_mirror", (*SHORT, "serving.mirror=present")): {
-        "before": (1, 2),
-        "after": (1, 2),
-        "dropped": (1, 2),
-    },
-    ("direct_no_mirror", SHORT): {
+    ("specv2_mirror", "present"): {"before": (1, 2), "after": (1, 2), "dropped": (1, 2)},
+    ("direct_no_mirror", "absent"): {
         "before": "AssertionError",
         # eager builds read max_seq_len (F01) and the eager draft extend its length list (F02):
         # graph replay (bs 4) leaves the draft extend's 2; eager (bs 48) adds 2 draft steps
@@ -128,10 +143,17 @@ EXPECTED = {
 }
 
 
-def per_step_syncs(rows: PassRows) -> dict[tuple, dict[str, set[int]]]:
+def _mirror_run(name: str, mirror: str):
+    loaded = load_scenario(name)
+    if mirror in serving_of(loaded.scenario).mirror:
+        return loaded
+    return load_scenario(name, [f"serving.mirror={mirror}"])
+
+
+def per_step_syncs(rows: PassRows, mirror: str) -> dict[tuple, dict[str, set[int]]]:
     """(variant, batch size) -> step kind -> the set of sync totals its measured steps make."""
     steps: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(lambda: [0, "decode"]))
-    for c in _records(rows, "counts"):
+    for c in _records(rows, "counts", {"mirror": {mirror}}):
         if c["path"] not in MEASURED_PATHS:
             continue
         s = steps[(c["variant"], c["batch_size"])][c["step"]]
@@ -145,11 +167,12 @@ def per_step_syncs(rows: PassRows) -> dict[tuple, dict[str, set[int]]]:
     return out
 
 
-@pytest.mark.parametrize("key", sorted(EXPECTED), ids=lambda k: " ".join((k[0], *k[1][2:])))
-def test_expected_syncs_per_measured_step(key) -> None:
-    rows = count_pass(*key)
-    got = per_step_syncs(rows)
-    outcomes = _records(rows, "outcomes")
+@pytest.mark.parametrize("key", sorted(EXPECTED), ids=lambda k: f"{k[0]} mirror={k[1]}")
+def test_expected_syncs_per_measured_step(key, count_passes) -> None:
+    name, mirror = key
+    rows = count_passes(_mirror_run(name, mirror))
+    got = per_step_syncs(rows, mirror)
+    outcomes = _records(rows, "outcomes", {"mirror": {mirror}})
     for variant, want in EXPECTED[key].items():
         mine = [o for o in outcomes if o["variant"] == variant]
         assert mine, (key, variant)
@@ -168,6 +191,6 @@ def test_expected_syncs_per_measured_step(key) -> None:
                 assert cell["prefill"] == {prefill}, (key, variant, bs, dict(cell))
 
 
-def test_serving_scenarios_report_no_stale_mirror() -> None:
+def test_serving_scenarios_report_no_stale_mirror(count_passes) -> None:
     for name in ("nonspec", "eagle", "specv2_mirror"):
-        assert _records(count_pass(name, SHORT), "findings") == [], name
+        assert _records(count_passes(load_scenario(name)), "findings") == [], name

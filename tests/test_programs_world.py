@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from harness.programs.suite import load_expected, portable_location
 from harness.results.tables import COLUMNS
 from harness.runner.cells import cells, runner_part
@@ -24,6 +26,7 @@ def test_the_scenario_names_a_cell_per_program_and_is_not_gated():
     assert {(c.variant, c.mirror, c.batch_size) for c in got} == {("", "", 0)}
 
 
+@pytest.mark.slow
 def test_a_first_call_makes_the_syncs_the_suite_expects():
     overrides = [f"programs.names={FAST}", "steps.warmup=0", "steps.count=1"]
     sc = load_scenario("real_programs", overrides).scenario

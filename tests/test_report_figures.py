@@ -167,6 +167,7 @@ def test_bad_run_is_usage_error(tmp_path, capsys):
     assert main(["report", "--root", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow
 def test_several_scenarios_side_by_side(root, tmp_path):
     runs = [str(p) for p in sorted(root.glob("*/*")) if (p / "meta.json").exists()]
     assert main(["report", *runs, "--out", str(tmp_path)]) == 0

@@ -2,22 +2,29 @@
 
 One run is a real, tiny emulated bench run (made here through the CLI, so a change in the
 result files breaks this test rather than the notebooks silently); the other is the synthetic
-GPU-shaped run, for the device and end-to-end paths the emulated device cannot produce.
+GPU-shaped run, for the device and end-to-end paths the emulated device cannot produce. The
+notebooks run in one kernel per module, as `python -m harness notebooks` runs them in one.
 """
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 import sys
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from report_fixtures import write_run
 
 from harness.cli import main
 from harness.report import find_runs
-from harness.report.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, _kernel_manager, execute_notebook
+from harness.report.notebooks import (
+    NOTEBOOKS,
+    NOTEBOOKS_DIR,
+    NotebookKernel,
+    _kernel_manager,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_BENCH = [
@@ -37,21 +44,32 @@ TINY_BENCH = [
     "--set",
     "steps.time=3",
 ]
-NOTEBOOK_BUDGET_S = 60
 
 
 @pytest.fixture(scope="module")
 def emulated_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    subprocess.run(
-        [sys.executable, "-m", "harness", "bench", *TINY_BENCH, "--out", str(root)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    assert main(["bench", *TINY_BENCH, "--out", str(root)]) == 0
     (run,) = find_runs(root)
     return run
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    with NotebookKernel() as k:
+        yield k
+
+
+def _kernels() -> set[int]:
+    """This process's child processes that are IPython kernels."""
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if any("ipykernel" in part for part in p.cmdline()):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:  # it ended while we looked
+            pass
+    return out
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -73,24 +91,57 @@ def _images(nb) -> int:
     )
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_on_an_emulated_run(name, emulated_run, tmp_path):
-    ex = execute_notebook(name, emulated_run, tmp_path)
-    assert ex.error is None, ex.error
+@pytest.mark.slow
+def test_the_command_runs_every_notebook_in_one_kernel_then_shuts_it_down(
+    emulated_run, tmp_path, capsys, monkeypatch
+):
+    """`python -m harness notebooks` on a real emulated run, with a broken notebook added
+    last: the others run, the broken one is reported, exit 1, and no kernel is left."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in NOTEBOOKS:
+        shutil.copy(NOTEBOOKS_DIR / name, folder / name)
+    broken = nbformat.v4.new_notebook()
+    broken.cells = [
+        nbformat.v4.new_code_cell("RUN = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("raise RuntimeError('a figure broke')"),
+    ]
+    nbformat.write(broken, folder / "broken.ipynb")
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS_DIR", folder)
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS", (*NOTEBOOKS, "broken.ipynb"))
+    out = tmp_path / "out"
+    before = _kernels()
+    assert main(["notebooks", str(emulated_run), "--out", str(out)]) == 1
+    assert _kernels() == before  # the command's kernel is gone: no process left behind
+    printed = capsys.readouterr().out
+    for name in NOTEBOOKS:
+        assert f"{name}: ok (" in printed, printed
+    assert "broken.ipynb: FAILED: RuntimeError: a figure broke" in printed
     assert not list(REPO.glob("kernel-ipc*"))  # kernel sockets stay in a private temp folder
-    assert ex.seconds < NOTEBOOK_BUDGET_S
-    nb = nbformat.read(ex.path, as_version=4)
-    # every figure of the notebook that the run has data for (no sync-cost cells here)
-    assert _images(nb) == {"sync_counts.ipynb": 4, "step_latency.ipynb": 3}[name]
-    text = "".join(
-        out.get("text", "") for c in nb.cells if c.cell_type == "code" for out in c.outputs
-    )
-    assert "emulated device (host times only)" in text  # the run label printed at the top
+    for name in NOTEBOOKS:
+        nb = nbformat.read(out / name, as_version=4)
+        # every figure of the notebook that the run has data for (no sync-cost cells here)
+        assert _images(nb) == {"sync_counts.ipynb": 4, "step_latency.ipynb": 3}[name]
+        text = "".join(
+            o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        )
+        assert "emulated device (host times only)" in text  # the run label printed at the top
 
 
-def test_latency_notebook_on_a_gpu_shaped_run(tmp_path):
+def test_a_notebook_sees_nothing_the_one_before_defined(kernel, tmp_path, monkeypatch):
+    for name, source in (("first.ipynb", "LEFT_OVER = 1"), ("second.ipynb", "LEFT_OVER")):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source)]
+        nbformat.write(nb, tmp_path / name)
+    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS_DIR", tmp_path)
+    assert kernel.execute("first.ipynb", None, tmp_path / "out").error is None
+    error = kernel.execute("second.ipynb", None, tmp_path / "out").error
+    assert error is not None and "NameError" in error and "LEFT_OVER" in error
+
+
+def test_latency_notebook_on_a_gpu_shaped_run(kernel, tmp_path):
     run = write_run(tmp_path / "runs", "eagle", device="cuda", batch_sizes=(1, 64), steps=5)
-    ex = execute_notebook("step_latency.ipynb", run, tmp_path / "out")
+    ex = kernel.execute("step_latency.ipynb", run, tmp_path / "out")
     assert ex.error is None, ex.error
     text = "".join(
         out.get("text", "")
@@ -102,17 +153,13 @@ def test_latency_notebook_on_a_gpu_shaped_run(tmp_path):
     assert "bs=64 dropped vs before: −2.00 syncs per decode step" in text, text
 
 
-def test_latency_notebook_on_a_sync_cost_run(tmp_path):
+def test_latency_notebook_on_a_sync_cost_run(kernel, tmp_path):
     root = tmp_path / "runs"
     sets = ["sync_cost.forward_us=[0]", "sync_cost.k=[0, 1]", "steps.count=1", "steps.time_emu=3"]
     argv = ["bench", "--scenario", "sync_cost", "--device", "emu", "--no-progress"]
-    subprocess.run(
-        [sys.executable, "-m", "harness", *argv, *(x for s in sets for x in ("--set", s)),
-         "--out", str(root)],
-        cwd=REPO, check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    assert main([*argv, *(x for s in sets for x in ("--set", s)), "--out", str(root)]) == 0
     (run,) = find_runs(root)
-    ex = execute_notebook("step_latency.ipynb", run, tmp_path / "out")
+    ex = kernel.execute("step_latency.ipynb", run, tmp_path / "out")
     assert ex.error is None, ex.error
     nb = nbformat.read(ex.path, as_version=4)
     assert _images(nb) == 1  # the sync-cost figure; the serving figures have no cells here
@@ -121,20 +168,6 @@ def test_latency_notebook_on_a_sync_cost_run(tmp_path):
 def test_kernel_is_this_interpreter(tmp_path):
     km = _kernel_manager(tmp_path)
     assert km.kernel_spec.argv[0] == sys.executable
-
-
-def test_notebooks_command_reports_failure(tmp_path, capsys, monkeypatch):
-    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
-    broken = nbformat.v4.new_notebook()
-    broken.cells = [
-        nbformat.v4.new_code_cell("RUN = None", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("raise RuntimeError('a figure broke')"),
-    ]
-    nbformat.write(broken, tmp_path / "broken.ipynb")
-    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS_DIR", tmp_path)
-    monkeypatch.setattr("harness.report.notebooks.NOTEBOOKS", ("broken.ipynb",))
-    assert main(["notebooks", str(run), "--out", str(tmp_path / "out")]) == 1
-    assert "broken.ipynb: FAILED: RuntimeError: a figure broke" in capsys.readouterr().out
 
 
 def _cut_counts(run: Path) -> Path:
@@ -148,14 +181,14 @@ def _cut_counts(run: Path) -> Path:
 def test_notebooks_command_refuses_a_cut_table_before_any_kernel(tmp_path, capsys, monkeypatch):
     run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
     counts = _cut_counts(run)
-    monkeypatch.setattr("harness.report.notebooks.execute_notebook", None)  # never reached
+    monkeypatch.setattr("harness.report.notebooks.NotebookKernel", None)  # never reached
     assert main(["notebooks", str(run), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{counts}: does not match meta.json" in err
 
 
-def test_a_notebook_refuses_a_cut_table(tmp_path):
+def test_a_notebook_refuses_a_cut_table(kernel, tmp_path):
     run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
     counts = _cut_counts(run)
-    ex = execute_notebook("sync_counts.ipynb", run, tmp_path / "out")
+    ex = kernel.execute("sync_counts.ipynb", run, tmp_path / "out")
     assert ex.error is not None and "InputError" in ex.error and counts.name in ex.error

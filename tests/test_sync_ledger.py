@@ -173,7 +173,7 @@ def test_marker_fails_over_budget(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*1 host-device syncs, budget 0*", "*d2h_read item*"])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_mixing_emulated_and_real_cuda_tensors_is_an_error() -> None:
     real = torch.arange(3, device="cuda")
     with emulated_device() as dev:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -18,7 +19,7 @@ from harness.gate.baseline import (
 from harness.gate.compare import REMAKE, compare
 from harness.results.run_folder import INCOMPLETE_MARKER
 from harness.runner.cells import WorldBuilder, build_scenario_world, runner_part
-from harness.runner.count_pass import run_count_pass
+from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
 from harness.scenario.loader import display_path
@@ -99,13 +100,21 @@ def run_gate(
     show_progress: bool | None = None,
     tier: Tier | None = None,
     report: TextIO | None = None,
+    count: Callable[[LoadedScenario], PassRows] | None = None,
 ) -> Verdict:
     """Count every scenario and compare; each scenario's report goes to `report` (default:
-    stdout) as soon as it is known."""
+    stdout) as soon as it is known. `count` gives a scenario's count pass (default: run it on
+    `dh` with `builder`), so the test suite can share one pass per configuration with other
+    tests."""
+    if count is None:
+
+        def count(ls: LoadedScenario) -> PassRows:
+            return run_count_pass(ls.scenario, dh.device, builder, show_progress)
+
     baselines = load_baselines(loaded, folder)
     verdict = Verdict(TOOL, tier or Tier(), [])
     for ls, base in zip(loaded, baselines):
-        obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
+        obs = observe(count(ls))
         measured_only = dh.kind != base.data.get("device")
         suite = compare(ls, obs, base, measured_only=measured_only)
         verdict.suites.append(suite)
