@@ -1,5 +1,5 @@
 """The GPU benchmark script's CPU smoke path (Triton interpreter) and the pytest-benchmark
-file's collection: both must work here so the lead's H200 run does not fail on a typo. Both run
+file's collection: both must work here so a run on a GPU does not fail on a typo. Both run
 in this process (the script's main, an in-process pytest run)."""
 
 from __future__ import annotations
