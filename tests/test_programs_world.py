@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from harness.programs.suite import load_expected, portable_location
+from harness.programs.suite import load_expected, site_key
 from harness.results.tables import COLUMNS
 from harness.runner.cells import cells, runner_part
 from harness.runner.count_pass import run_count_pass
@@ -36,7 +36,7 @@ def test_a_first_call_makes_the_syncs_the_suite_expects():
     expected = load_expected()
     for name in FAST:
         seen = Counter(
-            f"{portable_location(s['location'])} {s['kind']} {s['op']}"
+            site_key(s["location"], s["kind"])
             for s in syncs
             if s["case"] == name and s["step"] == 0 and SyncKind(s["kind"]).is_sync
         )

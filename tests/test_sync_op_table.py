@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import torch
+
 from harness.checks.op_table import compare, derived_table
 from harness.sync.emulated import waits
 
@@ -19,6 +21,16 @@ def test_the_table_drives_the_emulated_device() -> None:
     table = waits.load_op_table()
     assert table["aten::unique_dim"] == 3 and table["aten::bincount"] == 2
     assert "aten::unique_dim" in waits.ruled_ops()
+
+
+def test_the_table_names_overloads_and_skips_ops_not_loaded_here() -> None:
+    aten = torch.ops.aten
+    # recorded on the H200 per overload: only the overload it names gets the rule
+    assert waits.load_op_table()["aten::normal.Tensor_Tensor"] == 2
+    assert len(waits.rule_for(aten.normal.Tensor_Tensor)((), {})) == 2
+    assert waits.rule_for(aten.normal.float_float) is None
+    assert waits.overload_named("aten::bincount") is aten.bincount.default
+    assert waits.overload_named("nosuchlib::op") is None
 
 
 def test_agreement_and_disagreement_with_the_gpu() -> None:

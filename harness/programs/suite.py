@@ -1,13 +1,14 @@
 """Running a program twice, without and with a process-wide ledger, and judging the two runs.
 
 Verdicts per program: it ran without raising both times; its outputs are bit-identical (every
-tensor's bytes, dtype and shape; every Python value); its syncs per site (portable location,
-kind, op) equal the committed expectation; and on CUDA, its syncs equal the CUDA driver's
+tensor's bytes, dtype and shape; every Python value); its syncs per site (the statement and
+the kind) equal the committed expectation; and on CUDA, its syncs equal the CUDA driver's
 synchronizing calls as CUPTI counted them during the same run.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import re
@@ -17,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +35,40 @@ _SITE_PACKAGES = re.compile(r".*[/\\](?:site|dist)-packages[/\\]")
 _REPO = str(Path(__file__).resolve().parents[2]) + "/"
 
 
+@cache
+def _statement_starts(path: str) -> dict[int, int]:
+    """Each line of a Python file -> the first line of the innermost statement holding it."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    starts: dict[int, int] = {}
+    statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    for n in sorted(statements, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, reverse=True):
+        for line in range(n.lineno, (n.end_lineno or n.lineno) + 1):
+            starts[line] = n.lineno
+    return starts
+
+
 def portable_location(location: str) -> str:
-    """`file:line` the same on every machine: a library's path from its package on, a path of
-    this repository from its root."""
+    """`file:line` the same on every machine and Python: the line is the first of its statement
+    (3.11 and 3.12 name different lines of a statement that spans several), a library's path
+    runs from its package on, a path of this repository from its root."""
+    path, _, line = location.rpartition(":")
+    if line.isdigit():
+        location = f"{path}:{_statement_starts(path).get(int(line), int(line))}"
     location = _SITE_PACKAGES.sub("", location)
     return location[len(_REPO) :] if location.startswith(_REPO) else location
 
 
+def site_key(location: str, kind: str) -> str:
+    """A sync's site as the suite compares it across devices: its statement and its kind. The op
+    is left out: on CUDA a sync only the driver saw has none to name."""
+    return f"{portable_location(location)} {kind}"
+
+
 def site(event: Any) -> str:
-    return f"{portable_location(event.location)} {event.kind.value} {event.op}"
+    return site_key(event.location, event.kind.value)
 
 
 @dataclass

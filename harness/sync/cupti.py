@@ -163,8 +163,9 @@ def detach() -> None:
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """Leave CUPTI to another tool for the block (the PyTorch profiler subscribes too), then
-    subscribe again."""
+    """Leave CUPTI to another tool for the block, then subscribe again where CUPTI lets us. The
+    PyTorch profiler keeps its subscription once it has run (on CUDA 13 here), so after it the
+    detector stays off and `status()` says why: run the profiler after the ledgers."""
     global _tried
     was = attached()
     detach()

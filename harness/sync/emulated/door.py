@@ -148,6 +148,11 @@ _TRANSFERS: dict[Any, Callable[[tuple, dict], torch.Tensor]] = {
 }
 
 
+def transfer_ops() -> frozenset[str]:
+    """The op overloads (their names) whose waits the transfer rules decide, per call."""
+    return frozenset(f.name() for f in _TRANSFERS)
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What the door does with one aten op, worked out once per op."""

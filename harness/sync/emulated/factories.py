@@ -11,6 +11,7 @@ its CUDA kernel (nested Python code that says `device=t.device` asks for `cuda:0
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -58,6 +59,16 @@ def _on_host(op: Any) -> Callable[..., Any]:
     return kernel
 
 
+# Many factories already have a Python meta kernel (torch._meta_registrations). PyTorch lets a
+# library override it only when asked (the default flipped between releases), and restores it
+# when the library is destroyed.
+_OVERRIDE = (
+    {"allow_override": True}
+    if "allow_override" in inspect.signature(torch.library.Library.impl).parameters
+    else {}
+)
+
+
 def install(cuda_too: bool) -> None:
     """Route the Meta (and with `cuda_too` the CUDA) factory kernels to the emulated device,
     until `uninstall`."""
@@ -67,7 +78,7 @@ def install(cuda_too: bool) -> None:
     for key in ("Meta", "CUDA") if cuda_too else ("Meta",):
         if key not in _keys:
             for name, op in factories():
-                _lib.impl(name, _on_host(op), key)
+                _lib.impl(name, _on_host(op), key, **_OVERRIDE)
             _keys.add(key)
 
 

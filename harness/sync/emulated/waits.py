@@ -109,12 +109,25 @@ OP_TABLE = Path(__file__).with_name("cuda_op_waits.json")
 
 
 def load_op_table(path: Path = OP_TABLE) -> dict[str, int]:
-    """Aten op name ("aten::bincount") -> the host's waits per call on CUDA."""
+    """Op overload name ("aten::bincount", "aten::normal.Tensor_Tensor") -> the host's waits per
+    call on CUDA."""
     return {name: int(n) for name, n in json.loads(path.read_text())["waits"].items()}
 
 
+def overload_named(name: str) -> Any | None:
+    """The op overload a name such as "aten::normal.Tensor_Tensor" names; None where its library
+    is not loaded here (torchvision's ops beside a CPU-only PyTorch)."""
+    namespace, _, qualified = name.partition("::")
+    op, _, overload = qualified.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
 for _name, _n in load_op_table().items():
-    _MEASURED[getattr(aten, _name.split("::", 1)[1]).default] = _reads(_n)
+    if (_op := overload_named(_name)) is not None:
+        _MEASURED[_op] = _reads(_n)
 
 
 _TAGGED: dict[Any, bool] = {}  # op -> whether its tags say it reads the device
@@ -129,8 +142,8 @@ def reads_by_tags(func: Any) -> bool:
 
 
 def ruled_ops() -> frozenset[str]:
-    """The ops ("aten::name") whose waits come from a rule here rather than from their tags."""
-    return frozenset(f.overloadpacket._qualified_op_name for f in _MEASURED)
+    """The op overloads (their names) whose waits come from a rule here, not from their tags."""
+    return frozenset(f.name() for f in _MEASURED)
 
 
 def _one_read(args: tuple, kwargs: dict) -> list[SyncKind]:
