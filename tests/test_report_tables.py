@@ -149,7 +149,7 @@ def test_step_latency_and_median_intervals(runs):
 )
 def test_regions_add_up_to_the_total(rows):
     counts = pd.DataFrame(
-        [("s", "", v, "auto", b, 0, step, m, p, r, n) for v, b, step, m, p, r, n in rows],
+        [("s", "", v, "auto", b, 0, "", step, m, p, r, n) for v, b, step, m, p, r, n in rows],
         columns=[*tables.CELL_KEYS, "step", "forward_mode", "path", "region", "syncs"],
     )
     by_region = tables.syncs_by_region(counts)

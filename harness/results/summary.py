@@ -17,7 +17,7 @@ from harness.results.stats import Interval
 from harness.results.vocabulary import Vocabulary, results_part
 
 TOTAL = "TOTAL"
-ROW_NAMES = ["scenario", "case", "variant", "mirror"]  # shown when a run fills them
+ROW_NAMES = ["scenario", "case", "variant", "mirror", "arm"]  # shown when a run fills them
 
 
 def _index(df: pd.DataFrame) -> list[str]:

@@ -14,6 +14,9 @@ Per measured scheduler step:
   (metric "e2e"; a sync's pipeline bubble shows here, with the stand-in forward keeping the GPU
   busy).
 On the emulated device only host times exist; their rows say device "emu".
+An A/A arm: every cell of the world's reference variant (its vocabulary) gets a second,
+independently built cell (column arm "aa") that runs the same steps interleaved with the
+others; its Δ against the first is the run's measured noise floor.
 Set-up (`warmup_and_capture`, step -1, path "capture", region "warmup_and_capture") and the
 warm-up steps (path "warmup", region "iteration") get host-time rows too, apart from the
 measured ones and outside any round.
@@ -21,6 +24,7 @@ measured ones and outside any round.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Iterator
@@ -30,7 +34,9 @@ from typing import Any
 
 import torch
 
-from harness.results.tables import NO_TAG
+from harness import registry
+from harness.results.tables import AA_ARM, NO_TAG
+from harness.results.vocabulary import ResultsPart
 from harness.runner.cells import Cell, World, WorldBuilder, build_scenario_world, cells
 from harness.runner.count_pass import SETUP_STEP, PassRows
 from harness.runner.progress import Progress
@@ -178,6 +184,15 @@ def _round_sizes(n_steps: int, per_round: int) -> list[int]:
     return [per_round] * full + ([rest] if rest else [])
 
 
+def timed_cells(sc: Scenario) -> list[Cell]:
+    """The scenario's cells, then the A/A arm: a second cell of each reference-variant cell."""
+    part = registry.world(sc.world).part(ResultsPart)
+    reference = part.vocabulary.reference if part is not None else None
+    ours = cells(sc)
+    twins = [dataclasses.replace(c, arm=AA_ARM) for c in ours if c.variant == reference]
+    return ours + twins
+
+
 def run_time_pass(
     sc: Scenario,
     device: torch.device,
@@ -185,7 +200,7 @@ def run_time_pass(
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
 ) -> PassRows:
-    timed = [_TimedCell(sc, cell, device_kind) for cell in cells(sc)]
+    timed = [_TimedCell(sc, cell, device_kind) for cell in timed_cells(sc)]
     total = sum(tc.total for tc in timed)
     rng = random.Random(sc.seed)
     with Progress(total, f"{sc.name} time", show_progress) as prog:
