@@ -12,6 +12,7 @@ even when its interval excludes 0.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -59,9 +60,9 @@ class CellRates:
     per_kind: dict[str, float]  # step kind -> syncs per step of that kind
     times: pd.Series  # headline metric per (process, step), µs (empty without a time pass)
 
-    @property
+    @functools.cached_property
     def medians(self) -> pd.Series:
-        """The median of each process, indexed by process."""
+        """The median of each process, indexed by process (computed once per cell)."""
         if self.times.empty:
             return pd.Series(dtype=float)
         return self.times.groupby(level="process").median()

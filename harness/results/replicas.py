@@ -21,7 +21,9 @@ what the t-interval assumes.
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,16 +73,23 @@ def t_sf2(t: float, df: float) -> float:
     return _betai(df / 2.0, 0.5, df / (df + t * t))
 
 
+def _t_pdf(t: float, df: float) -> float:
+    ln = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(ln - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+@functools.lru_cache(maxsize=1024)
 def t_quantile(p: float, df: float) -> float:
-    """The p quantile (p > 0.5) of Student's t: bisection on the two-sided tail."""
-    target = 2.0 * (1.0 - p)
-    lo, hi = 0.0, 1.0
-    while t_sf2(hi, df) > target:
-        hi *= 2.0
-    for _ in range(100):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if t_sf2(mid, df) > target else (lo, mid)
-    return (lo + hi) / 2.0
+    """The p quantile (p > 0.5) of Student's t. Newton's method on the upper tail from the
+    normal quantile: the tail is convex there, so every step stays below the root."""
+    target = 1.0 - p
+    x = statistics.NormalDist().inv_cdf(p)
+    for _ in range(200):
+        step = (t_sf2(x, df) / 2.0 - target) / _t_pdf(x, df)
+        x += step
+        if abs(step) < 1e-12 * max(1.0, x):
+            break
+    return x
 
 
 def _t_interval(estimate: float, se: float, df: float, n: int) -> tuple[Interval, float]:

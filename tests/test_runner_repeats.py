@@ -1,0 +1,100 @@
+"""`bench --repeats N`: the passes in N fresh worker processes, rows gathered into one run
+folder with their process; a dead worker leaves the run incomplete with the reason."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+from runner_fakes import FakeWorld, dying_builder, fake_builder, pid_builder
+
+from harness.errors import CheckFailed
+from harness.results.load import load_run
+from harness.results.run_folder import is_complete
+from harness.results.summary import format_summary
+from harness.results.tables import COLUMNS
+from harness.runner.bench import run_bench
+from harness.runner.device import open_device
+from harness.runner.repeats import ProcessJob, in_fresh_process, pass_rows
+from harness.scenario import load_scenario
+
+SETS = [
+    "serving.batch_sizes=[4]",
+    "serving.variants=[before, dropped]",
+    "steps={warmup: 2, count: 2, time: 40, time_emu: 40, round_steps: 10}",
+]
+FEW = [*SETS[:2], "steps={warmup: 1, count: 1, time: 2, time_emu: 2, round_steps: 2}"]
+
+
+def _rows(folder, table):
+    with open(folder / f"{table}.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_a_repeat_is_a_fresh_spawned_interpreter_and_hands_its_rows_back():
+    loaded = load_scenario("nonspec", FEW)
+    FakeWorld.spin = ("set in the parent", 1.0)  # a forked child would inherit it
+    try:
+        rows = in_fresh_process(ProcessJob(loaded, "emu", ("time",), pid_builder, False), 1, 2)
+    finally:
+        FakeWorld.spin = ("", 0.0)
+    (detail,) = {f[-1] for f in rows.findings}
+    pid, spin = detail.split(" ", 1)
+    assert pid != str(os.getpid()) and spin == repr(("", 0.0))
+    assert len(rows.latency) > 0 and all(
+        o[COLUMNS["outcomes"].index("status")] == "ok" for o in rows.outcomes
+    )
+
+
+def test_rows_of_every_process_land_in_one_folder_with_their_process(tmp_path):
+    loaded = load_scenario("nonspec", FEW)
+    seen = []
+
+    def runner(job, i, n):
+        seen.append((i, n, job.passes))
+        return pass_rows(job, dh)
+
+    with open_device("emu") as dh:
+        folder = run_bench(loaded, dh, "both", tmp_path, fake_builder, False, 3, runner)
+    assert seen == [(0, 3, ("count", "time")), (1, 3, ("time",)), (2, 3, ("time",))]
+    meta = json.loads((folder.path / "meta.json").read_text())
+    assert meta["processes"] == 3 and "--pass both --repeats 3 " in meta["command"]
+    assert {r["process"] for r in _rows(folder.path, "counts")} == {"0"}
+    assert {r["process"] for r in _rows(folder.path, "latency")} == {"0", "1", "2"}
+    assert "95% CI between processes" in format_summary(folder.path)
+
+
+@pytest.mark.slow
+def test_a_dead_worker_leaves_the_run_incomplete_with_the_reason(tmp_path):
+    loaded = load_scenario("nonspec", FEW)
+    with open_device("emu") as dh, pytest.raises(CheckFailed, match="worker process 0 of 2 died"):
+        run_bench(loaded, dh, "time", tmp_path, builder=dying_builder, repeats=2)
+    (folder,) = (tmp_path / "nonspec").iterdir()
+    assert not is_complete(folder)
+    assert "died" in json.loads((folder / "meta.json").read_text())["stopped"]
+
+
+def _in_this_process(dh):
+    """A worker runner for tests: the job in this process (fresh worlds, not a fresh process)."""
+    return lambda job, _i, _n: pass_rows(job, dh)
+
+
+def test_a_planted_30us_spin_is_resolved_and_the_a_a_arm_is_not(tmp_path):
+    loaded = load_scenario("nonspec", SETS)
+    FakeWorld.spin = ("dropped", 30.0)
+    try:
+        with open_device("emu") as dh:
+            folder = run_bench(
+                loaded, dh, "time", tmp_path, fake_builder, False, 3, _in_this_process(dh)
+            )
+    finally:
+        FakeWorld.spin = ("", 0.0)
+    lines = format_summary(folder.path).splitlines()
+    (aa,) = [x for x in lines if "A/A (" in x]
+    (dropped,) = [x for x in lines if "dropped vs before" in x]
+    assert aa.split(";")[0].endswith(": no measurable difference")
+    assert "noise floor ±" in dropped and not dropped.endswith(("difference", "floor"))
+    assert load_run(folder.path).latency["process"].nunique() == 3
