@@ -97,4 +97,16 @@ def test_a_planted_30us_spin_is_resolved_and_the_a_a_arm_is_not(tmp_path):
     (dropped,) = [x for x in lines if "dropped vs before" in x]
     assert aa.split(";")[0].endswith(": no measurable difference")
     assert "noise floor ±" in dropped and not dropped.endswith(("difference", "floor"))
-    assert load_run(folder.path).latency["process"].nunique() == 3
+    run = load_run(folder.path)
+    assert run.latency["process"].nunique() == 3
+    # what each sync site costs: `before`'s read-back of its lengths, once per step, in each
+    # process and both arms; `dropped` makes no sync
+    waits = run.waits
+    assert set(waits["variant"]) == {"before"} and set(waits["arm"]) == {"", "aa"}
+    assert set(waits["site"].str.split(":").str[0]) == {"tests/runner_fakes.py"}
+    assert len(waits) == 3 * 2 * 40
+    at = lines.index(next(x for x in lines if x.startswith("What each sync site costs")))
+    assert (
+        "95% CI between processes" in lines[at]
+        and "(d2h_read, 1.00 calls per step)" in lines[at + 2]
+    )

@@ -106,6 +106,22 @@ def eager_batch_sizes(counts: pd.DataFrame) -> dict[str, list[int]]:
 SITE = ["location", "function", "kind", "op"]
 
 
+WAIT_COLUMNS = ["scenario", "label", "batch_size", "location", "kind", "us_per_step", "text"]
+
+
+def wait_costs(costs: pd.DataFrame | None) -> pd.DataFrame:
+    """The time pass's site costs (harness.results.waits.site_costs) of the scenario's own
+    cells (not the A/A arm), by variant label: µs per step and its text `12.3 [10.1, 14.0]`."""
+    if costs is None or costs.empty:
+        return pd.DataFrame(columns=WAIT_COLUMNS)
+    c = with_variant_label(costs[costs["arm"] == ""]).rename(columns={"site": "location"})
+    c["text"] = [
+        f"{e:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if lo == lo else "")
+        for e, lo, hi in zip(c["us_per_step"], c["us_lo"], c["us_hi"])
+    ]
+    return c[WAIT_COLUMNS]
+
+
 def blame_table(syncs: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
     """The sync blame: per (scenario, variant, batch size, step kind) and source line, syncs
     per step of that kind, with the regions and forward modes the line synced in.
