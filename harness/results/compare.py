@@ -15,6 +15,7 @@ seed included) compare says which keys differ."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,54 +105,76 @@ def config_differences(a: dict, b: dict) -> list[str]:
     ]
 
 
-def _level_delta(ra: CellRates, rb: CellRates) -> tuple[Interval, float]:
-    """Δ of the mean of per-process medians, B − A, with Welch's interval and its p-value."""
-    return welch_interval(ra.medians.to_numpy(), rb.medians.to_numpy())
+@dataclass(frozen=True)
+class TimeDeltas:
+    """Each cell's Δ of step time between two runs, and whether it differs."""
+
+    metric: str
+    processes: tuple[int, int]  # of A and of B
+    rates: tuple[dict[tuple, CellRates], dict[tuple, CellRates]]
+    intervals: dict[tuple, Interval]  # timed cells of both runs
+    differs: dict[tuple, bool]  # empty without an interval (a run of one process)
+
+    @property
+    def spread(self) -> bool:
+        return min(self.processes) >= MIN_PROCESSES
+
+
+def time_deltas(a: RunData, b: RunData) -> TimeDeltas:
+    """B − A of each cell's step time: the mean of per-process medians, with Welch's interval
+    when both runs have several processes, and the verdicts corrected by Holm's method."""
+    steps_a, steps_b = step_times(a.latency), step_times(b.latency)
+    metric = headline_metric(pd.concat([steps_a, steps_b]))
+    ra, rb = cell_rates(a.counts, steps_a, metric), cell_rates(b.counts, steps_b, metric)
+    timed = [c for c in ra if c in rb and not (ra[c].times.empty or rb[c].times.empty)]
+    tests = {c: welch_interval(ra[c].medians.to_numpy(), rb[c].medians.to_numpy()) for c in timed}
+    n = (processes(steps_a), processes(steps_b))
+    differs = {}
+    if min(n) >= MIN_PROCESSES:
+        differs = dict(zip(timed, holm_rejects([tests[c][1] for c in timed])))
+    intervals = {c: t[0] for c, t in tests.items()}
+    return TimeDeltas(metric, n, (ra, rb), intervals, differs)
 
 
 def cell_lines(a: RunData, b: RunData) -> list[str]:
-    """One line per cell of either run: B against A."""
-    steps_a, steps_b = step_times(a.latency), step_times(b.latency)
-    metric = headline_metric(pd.concat([steps_a, steps_b]))
-    ra = cell_rates(a.counts, steps_a, metric)
-    rb = cell_rates(b.counts, steps_b, metric)
+    """One line per cell of either run: B against A, then how many cells differ."""
+    d = time_deltas(a, b)
+    ra, rb = d.rates
     mirrors = {c[CELL.index("mirror")] for c in (*ra, *rb)}
-    na, nb = processes(steps_a), processes(steps_b)
-    spread = min(na, nb) >= MIN_PROCESSES
-    cells = list(dict.fromkeys([*ra, *rb]))
-    timed = [
-        c for c in cells if c in ra and c in rb and not (ra[c].times.empty or rb[c].times.empty)
-    ]
-    deltas = {c: _level_delta(ra[c], rb[c]) for c in timed}
-    rejects = dict(zip(timed, holm_rejects([deltas[c][1] for c in timed]))) if spread else {}
-    if spread:
+    na, nb = d.processes
+    if d.spread:
         head = (
-            f"(Δ = B − A; {metric} time per step, the mean of per-process medians; 95% CI "
+            f"(Δ = B − A; {d.metric} time per step, the mean of per-process medians; 95% CI "
             f"between processes of both runs, Welch, unpaired: A {na}, B {nb} processes; the "
             "interval holds the drift between the runs; a verdict of difference is corrected "
-            f"for the {len(timed)} cells compared, Holm)"
+            f"for the {len(d.intervals)} cells compared, Holm)"
         )
     else:
         head = (
-            f"(Δ = B − A; {metric} time per step, median; no interval to offer: with "
-            f"{'one process' if min(na, nb) <= 1 else 'these runs'} (A {na}, B {nb}) the "
-            "spread from run to run is unknown; rerun both with --repeats 5 for one)"
+            f"(Δ = B − A; {d.metric} time per step, median; no interval to offer: with "
+            f"A {na}, B {nb} processes the spread from run to run is unknown; rerun both with "
+            "--repeats 5 for one)"
         )
     lines = [head]
-    for cell in cells:
+    for cell in dict.fromkeys([*ra, *rb]):
         name = cell_name(cell, mirrors)
         if cell not in ra or cell not in rb:
             lines.append(f"{name}: {MISSING} in {'A' if cell not in ra else 'B'}")
             continue
         syncs = sync_deltas(ra[cell], rb[cell], ("A", "B"))
-        if cell not in deltas:
+        if cell not in d.intervals:
             lines.append(f"{name}: {syncs}; no time pass in {'A' if ra[cell].times.empty else 'B'}")
-        elif spread:
-            ci, _p = deltas[cell]
-            lines.append(f"{name}: {syncs}; {format_time_delta(ci, differs=rejects[cell])}")
+        elif d.spread:
+            lines.append(
+                f"{name}: {syncs}; {format_time_delta(d.intervals[cell], differs=d.differs[cell])}"
+            )
         else:
-            d = float(rb[cell].times.median() - ra[cell].times.median())
-            lines.append(f"{name}: {syncs}; Δ p50 = {signed(d, digits_for(d))} µs (no interval)")
+            e = float(rb[cell].times.median() - ra[cell].times.median())
+            lines.append(f"{name}: {syncs}; Δ p50 = {signed(e, digits_for(e))} µs (no interval)")
+    if d.spread:
+        lines.append(
+            f"{sum(d.differs.values())} of {len(d.differs)} cells differ (95%, Holm-corrected)"
+        )
     return lines
 
 
