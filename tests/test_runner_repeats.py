@@ -58,12 +58,12 @@ def test_rows_of_every_process_land_in_one_folder_with_their_process(tmp_path):
         return pass_rows(job, dh)
 
     with open_device("emu") as dh:
-        folder = run_bench(loaded, dh, "both", tmp_path, fake_builder, False, 3, runner)
-    assert seen == [(0, 3, ("count", "time")), (1, 3, ("time",)), (2, 3, ("time",))]
+        folder = run_bench(loaded, dh, "both", tmp_path, fake_builder, False, 2, runner)
+    assert seen == [(0, 2, ("count", "time")), (1, 2, ("time",))]
     meta = json.loads((folder.path / "meta.json").read_text())
-    assert meta["processes"] == 3 and "--pass both --repeats 3 " in meta["command"]
+    assert meta["processes"] == 2 and "--pass both --repeats 2 " in meta["command"]
     assert {r["process"] for r in _rows(folder.path, "counts")} == {"0"}
-    assert {r["process"] for r in _rows(folder.path, "latency")} == {"0", "1", "2"}
+    assert {r["process"] for r in _rows(folder.path, "latency")} == {"0", "1"}
     assert "95% CI between processes" in format_summary(folder.path)
 
 
@@ -112,3 +112,11 @@ def test_a_planted_spin_is_resolved_beyond_the_a_a_noise_floor(tmp_path):
         "95% CI between processes" in lines[at]
         and "(d2h_read, 1.00 calls per step)" in lines[at + 2]
     )
+
+
+def test_repeats_is_refused_for_a_world_that_launches_its_own_processes(capsys):
+    from harness.cli import main
+
+    assert main(["bench", "--scenario", "dp_attention", "--repeats", "2", "--device", "emu"]) == 2
+    err = capsys.readouterr().err
+    assert "scenarios/dp_attention.yaml" in err and "--repeats" in err and "Traceback" not in err
