@@ -12,7 +12,8 @@ import pandas as pd
 from harness.results.deltas import against_reference, signed
 from harness.results.load import RunData, load_run
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, syncs_per_kind_step
-from harness.results.samples import dispersion, step_times
+from harness.results.replicas import MIN_PROCESSES
+from harness.results.samples import dispersion, processes, step_times
 from harness.results.stats import Interval
 from harness.results.vocabulary import Vocabulary, results_part
 from harness.results.waits import site_costs
@@ -103,8 +104,14 @@ def syncs_section(run: RunData) -> list[str]:
 
 def latency_section(run: RunData) -> list[str]:
     note = " — emulated device: host times only" if run.is_emulated else ""
-    title = f"\nTime per scheduler iteration, µs{note} (every sample kept):"
-    return [title, latency_table(step_times(run.latency))]
+    steps = step_times(run.latency)
+    how = (
+        "; p50: the mean of the processes' medians, 95% CI between processes"
+        if processes(steps) >= MIN_PROCESSES
+        else ""
+    )
+    title = f"\nTime per scheduler iteration, µs{note} (every sample kept{how}):"
+    return [title, latency_table(steps)]
 
 
 def reference_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
