@@ -144,11 +144,11 @@ def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
     elif s_dev and not d_dev:
         memory = copy_host_memory(dst, src, pinned.is_pinned(dst))
         kind = classify_d2h(nbytes(dst), non_blocking, memory)
-    if kind is not None:
-        record_sync(kind, "copy_", nbytes(dst))
-        timed(kind, (dst._elem if d_dev else dst).copy_, src._elem if s_dev else src)
-    else:
+    if kind is None:
         (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
+    else:  # recorded once the copy is done, as before the wait timer
+        timed(kind, (dst._elem if d_dev else dst).copy_, src._elem if s_dev else src)
+        record_sync(kind, "copy_", nbytes(dst))
     return dst
 
 
