@@ -146,7 +146,7 @@ def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
         kind = classify_d2h(nbytes(dst), non_blocking, memory)
     if kind is None:
         (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
-    else:  # recorded once the copy is done, as before the wait timer
+    else:  # recorded after the copy: a copy that raises records no sync
         timed(kind, (dst._elem if d_dev else dst).copy_, src._elem if s_dev else src)
         record_sync(kind, "copy_", nbytes(dst))
     return dst
