@@ -31,7 +31,7 @@ RUN_ARG = $(if $(RUN),$(call quote,$(RUN)))
 # without pytest-xdist in $(PY) the suite runs in one process
 TEST_WORKERS ?= 2
 
-.PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check \
+.PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check repeats-proof \
 	kernels-gpu metadata-bench clean
 
 setup: $(SETUP)
@@ -97,6 +97,14 @@ gpu-check: $(SETUP)
 	$(PY) -m harness.checks.programs_gpu --out $(call quote,$(GPU_OUT)/programs) || rc=1; \
 	$(PY) -m harness.checks.op_table --out $(call quote,$(GPU_OUT)/op_table) || rc=1; \
 	exit $$rc
+
+# Do answers survive a rerun? Three invocations of specv2_mirror with --repeats 5, compared
+# pairwise, every run's A/A arm and the half-width of each Δ (docs/results.md#repeats), under
+# $(GPU_OUT)/repeats_proof. REPEATS_PROOF_SETS sizes the runs (meant to take under 6 minutes on an H200).
+REPEATS_PROOF_SETS ?= --set steps.time=100 --set 'serving.mirror=[auto]'
+repeats-proof: $(SETUP)
+	$(PY) -m harness.runner.repeats_proof --out $(call quote,$(GPU_OUT)/repeats_proof) \
+		--device $(call quote,$(DEVICE)) $(REPEATS_PROOF_SETS) $(ARGS)
 
 kernels-gpu: $(SETUP)
 	$(PY) benchmarks/kernels_gpu.py --out $(call quote,$(GPU_OUT)/kernels) $(ARGS)

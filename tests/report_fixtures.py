@@ -47,7 +47,9 @@ _FIXTURE_COLUMNS = {
         "wall_s",
     ),
     "findings": (*_CELL, "pass", "step", "kind", "detail", "forward_mode", "path"),
+    "waits": (*_KEYS, "site", "kind", "wait_ns"),
 }
+_DEFAULTS = {"process": 0}  # one process; a column the fixture leaves out is "" otherwise
 BUCKET_MAX = 64  # batch sizes above this run decode/verify eagerly
 WARMUP = 2
 ROUND_STEPS = 4  # measured steps per cell in a round of the time pass
@@ -258,7 +260,11 @@ def _write_folder(path: Path, t: dict, stacks: dict, meta: dict) -> Path:
         # map by column name onto the runner's current columns: one it adds stays empty
         mine = _FIXTURE_COLUMNS[name]
         folder.write_table(
-            name, (tuple(dict(zip(mine, r)).get(c, "") for c in COLUMNS[name]) for r in rows)
+            name,
+            (
+                tuple(dict(zip(mine, r)).get(c, _DEFAULTS.get(c, "")) for c in COLUMNS[name])
+                for r in rows
+            ),
         )
     folder.write_json("stacks.json", stacks)
     folder.finish()

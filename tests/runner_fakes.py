@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 
 from harness.sync import region, tags
@@ -18,6 +21,7 @@ class FakeWorld:
 
     extra_sync = False  # tests flip this to plant a sync
     broken_variant = ""  # tests set this to make a variant's cells fail
+    spin = ("", 0.0)  # (variant, µs): tests plant host time in one variant's steps
 
     def __init__(self, sc, cell, device: torch.device):
         self.cell = cell
@@ -50,13 +54,20 @@ class FakeWorld:
                     planted_sync(self.seq_lens)
                 self.seq_lens.add_(1)
             with region("forward"):
-                pass
+                if self.cell.variant == FakeWorld.spin[0]:
+                    spin_us(FakeWorld.spin[1])
         if self.i == 3:
             self.findings.append(
                 {"kind": "stale_mirror", "step": self.i, "detail": "host 10 != 13"}
             )
         self.i += 1
         return self.i
+
+
+def spin_us(us: float) -> None:
+    end = time.perf_counter_ns() + int(us * 1e3)
+    while time.perf_counter_ns() < end:
+        pass
 
 
 def assert_mirror(mirror) -> None:
@@ -69,3 +80,16 @@ def planted_sync(t: torch.Tensor) -> None:
 
 def fake_builder(sc, cell, device):
     return FakeWorld(sc, cell, device)
+
+
+def pid_builder(sc, cell, device):
+    """A FakeWorld whose finding names the process that built it, and what it sees of
+    FakeWorld.spin (a class attribute a forked process would inherit from its parent)."""
+    world = FakeWorld(sc, cell, device)
+    world.findings.append({"kind": "pid", "detail": f"{os.getpid()} {FakeWorld.spin!r}"})
+    return world
+
+
+def dying_builder(sc, cell, device):
+    """A world whose process dies at once, as one killed or out of memory does."""
+    os._exit(7)

@@ -49,8 +49,8 @@ def not_a_folder(tmp_path) -> Path:
 
 
 def test_bench_unwritable_out_is_exit_2_before_any_pass(not_a_folder, capsys, monkeypatch):
-    monkeypatch.setattr("harness.runner.bench.run_count_pass", _no_pass)
-    monkeypatch.setattr("harness.runner.bench.run_time_pass", _no_pass)
+    monkeypatch.setattr("harness.runner.repeats.run_count_pass", _no_pass)
+    monkeypatch.setattr("harness.runner.repeats.run_time_pass", _no_pass)
     rc = main(["bench", "--scenario", "nonspec", "--device", "emu", "--out", str(not_a_folder)])
     assert rc == 2
     line = _one_line(capsys.readouterr().err)

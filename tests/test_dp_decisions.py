@@ -184,7 +184,7 @@ def _dp_run(shift_us: float) -> RunData:
     empty = pd.DataFrame()
     meta = {"dp": {"cells": cells, "inject": {"rank": 0, "kind": "item", "count": 1,
                                               "region": "step/scheduler/prepare"}}}  # fmt: skip
-    return RunData(Path("."), meta, empty, empty, pd.DataFrame(rows), empty, empty)
+    return RunData(Path("."), meta, empty, empty, pd.DataFrame(rows), empty, empty, empty)
 
 
 def test_the_answer_is_the_other_ranks_extra_wait_with_its_interval():

@@ -44,7 +44,7 @@ def test_sigterm_during_bench_is_143_and_the_folder_says_why(tmp_path, capsys, m
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("SIGTERM did not stop the pass")
 
-    monkeypatch.setattr("harness.runner.bench.run_count_pass", terminated)
+    monkeypatch.setattr("harness.runner.repeats.run_count_pass", terminated)
     before = signal.getsignal(signal.SIGTERM)
     assert main([*BENCH, "--out", str(tmp_path)]) == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before  # main leaves it as it found it
@@ -163,9 +163,9 @@ def test_a_meta_json_that_cannot_be_read_is_said_as_such(tmp_path, capsys, edit,
         assert expect in line and "incomplete" not in line, line
 
 
-def test_compare_of_different_configurations_says_what_differs_and_does_not_pair(tmp_path):
-    """Two runs with the very same samples: paired by step, every difference is exactly 0;
-    once their configurations differ, the steps are not the same work and are not paired."""
+def test_compare_of_different_configurations_says_what_differs(tmp_path):
+    """Two runs with the very same samples: every difference is exactly 0 (and, one process
+    each, no interval); once their configurations differ, compare names the keys."""
     a = write_run(tmp_path / "a", "eagle", batch_sizes=(1,), steps=12)
     b = write_run(tmp_path / "b", "eagle", batch_sizes=(1,), steps=12)
     for run, seed in ((a, 0), (b, 0)):
@@ -173,15 +173,13 @@ def test_compare_of_different_configurations_says_what_differs_and_does_not_pair
         meta["config"] = {"seed": seed, "steps": {"count": 12}}
         (run / "meta.json").write_text(json.dumps(meta))
     same = compare_runs(a, b)
-    assert "paired by step" in same and "configurations differ" not in same
-    assert "Δ p50 = +0.0 µs [95% CI +0.0, +0.0]" in same
+    assert "configurations differ" not in same and "no interval to offer" in same
+    assert "Δ p50 = +0.0 µs (no interval)" in same
     meta = json.loads((b / "meta.json").read_text())
     meta["config"] = {"seed": 7, "steps": {"count": 12}}
     (b / "meta.json").write_text(json.dumps(meta))
     differ = compare_runs(a, b)
-    assert "the steps are not paired: seed: A 0, B 7" in differ
-    assert "not paired: the configurations differ" in differ
-    assert "[95% CI +0.0, +0.0]" not in differ
+    assert "A and B did not run the same work: seed: A 0, B 7" in differ
 
 
 def test_sigterm_while_dp_ranks_start_names_only_a_folder_that_exists(

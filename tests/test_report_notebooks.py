@@ -149,7 +149,7 @@ def test_latency_notebook_on_a_gpu_shaped_run(kernel, tmp_path):
         if c.cell_type == "code"
         for out in c.outputs
     )
-    assert "headline metric: e2e" in text and "(Δ = cell − before; e2e time per step)" in text
+    assert "headline metric: e2e" in text and "(Δ = cell − before; e2e time per step;" in text
     assert "bs=64 dropped vs before: −2.00 syncs per decode step" in text, text
 
 

@@ -149,7 +149,7 @@ def test_step_latency_and_median_intervals(runs):
 )
 def test_regions_add_up_to_the_total(rows):
     counts = pd.DataFrame(
-        [("s", "", v, "auto", b, 0, step, m, p, r, n) for v, b, step, m, p, r, n in rows],
+        [("s", "", v, "auto", b, 0, "", step, m, p, r, n) for v, b, step, m, p, r, n in rows],
         columns=[*tables.CELL_KEYS, "step", "forward_mode", "path", "region", "syncs"],
     )
     by_region = tables.syncs_by_region(counts)
@@ -205,3 +205,17 @@ def test_step_latency_has_measured_steps_only(runs):
     steps = tables.step_latency(load_run(runs["eagle"]).latency)
     per_cell = steps[steps["metric"] == "host"].groupby(["variant", "batch_size"]).size()
     assert (per_cell == 12).all()  # 12 measured steps; warm-up and set-up samples left out
+
+
+def test_the_a_a_arm_is_labelled_apart_in_its_variants_place():
+    df = pd.DataFrame(
+        {
+            "variant": ["before", "before"],
+            "mirror": ["auto", "absent"],
+            "case": ["", ""],
+            "arm": ["aa", ""],
+        }
+    )
+    labels = list(tables.with_variant_label(df)["label"])
+    assert labels == ["before A/A (mirror=auto)", "before (mirror=absent)"]
+    assert tables.label_parts(labels[0]) == ("before", "auto")

@@ -115,9 +115,11 @@ def test_syncs_attributed(run):
 
 def test_failing_cell_is_an_outcome(run):
     out = _rows(run, "outcomes")
-    assert len(out) == 2 * 2 * 2 * 2  # cells x passes
+    # cells x passes, and the time pass's A/A arm (a second `before` of each mirror and size)
+    assert len(out) == 2 * 2 * 2 * 2 + 2 * 2
     bad = [r for r in out if r["status"] != "ok"]
     assert {(r["variant"], r["mirror"]) for r in bad} == {("before", "absent")}
+    assert {r["arm"] for r in out if r["pass"] == "time" and r["variant"] == "before"} == {"", "aa"}
     assert all(
         r["exception"] == "AssertionError" and "runner_fakes.py" in r["location"] for r in bad
     )

@@ -46,7 +46,8 @@ def test_bench_end_to_end(tmp_path, capsys):
     assert meta["device_kind"] == "emu" and meta["seed"] == 3
 
     outcomes = _rows(folder, "outcomes")
-    assert len(outcomes) == 3 * 2 * 2  # variants x mirrors x passes
+    # variants x mirrors x passes, and the time pass's A/A arm (a second `before` per mirror)
+    assert len(outcomes) == 3 * 2 * 2 + 2
     failed = {
         (r["variant"], r["pass"]): (r["exception"], r["location"].split(":")[0])
         for r in outcomes

@@ -29,8 +29,8 @@ def _no_pass(*args, **kwargs):
 @pytest.fixture
 def refused(tmp_path, capsys, monkeypatch):
     """Run `bench` with the arguments; assert exit 2, one line, no pass, nothing written."""
-    monkeypatch.setattr("harness.runner.bench.run_count_pass", _no_pass)
-    monkeypatch.setattr("harness.runner.bench.run_time_pass", _no_pass)
+    monkeypatch.setattr("harness.runner.repeats.run_count_pass", _no_pass)
+    monkeypatch.setattr("harness.runner.repeats.run_time_pass", _no_pass)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "cwd").mkdir()
 

@@ -12,7 +12,7 @@ import pytest
 from harness.cli import main
 from harness.errors import InputError
 from harness.results.rates import measured
-from harness.results.tables import COLUMNS
+from harness.results.tables import PASS_COLUMNS
 from harness.runner.cells import cells
 from harness.runner.count_pass import run_count_pass
 from harness.runner.device import open_device
@@ -25,7 +25,7 @@ SMALL = ["sync_cost.forward_us=[0, 1000]", "steps={warmup: 1, count: 3, time: 2,
 
 
 def _frame(rows, table: str) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(COLUMNS[table]))
+    return pd.DataFrame(rows, columns=list(PASS_COLUMNS[table]))
 
 
 def test_cases_and_labels():
@@ -102,12 +102,13 @@ def test_a_sync_of_another_kind_is_caught(monkeypatch):
 
 def _steps(cases: dict[SyncCostCase, np.ndarray]) -> pd.DataFrame:
     rows = [
-        ("sync_cost", case.label, "", "", 64, 0, step, "e2e", float(v))
+        ("sync_cost", case.label, "", "", 64, 0, "", 0, step, "e2e", float(v))
         for case, values in cases.items()
         for step, v in enumerate(values)
     ]
     cols = [
-        "scenario", "case", "variant", "mirror", "batch_size", "rank", "step", "metric", "value_us",
+        "scenario", "case", "variant", "mirror", "batch_size", "rank", "arm", "process", "step",
+        "metric", "value_us",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 

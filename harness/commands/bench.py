@@ -35,8 +35,26 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a scenario key (dotted, YAML value), e.g. --set steps.count=4",
     )
+    p.add_argument(
+        "--repeats",
+        type=_repeats,
+        default=1,
+        metavar="N",
+        help="run the passes in N fresh worker processes (intervals between processes); "
+        "default 1: in this process",
+    )
     p.add_argument("--out", type=Path, default=Path("results/runs"), help="runs root folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _repeats(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
+    return n
 
 
 @command(
@@ -48,6 +66,15 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.overrides)  # bad input: exit 2, nothing written
     launch = runner_part(loaded.scenario).launch
     if launch is not None:  # the world runs its cells in processes of its own (DP's ranks)
+        if args.repeats > 1:
+            from harness.errors import InputError
+
+            raise InputError(
+                f"world {loaded.scenario.world!r} runs its cells in processes of its own (one "
+                "launch); run the command N times and compare the runs instead",
+                file=str(loaded.path),
+                key="--repeats",
+            )
         return launch(loaded, args.device, args.which, args.out)
     return bench_here(loaded, args)
 
@@ -74,7 +101,12 @@ def bench_here(loaded: LoadedScenario, args: argparse.Namespace) -> int:
         if why:
             print(why, file=sys.stderr)
         folder = run_bench(
-            loaded, dh, which, args.out, show_progress=False if args.no_progress else None
+            loaded,
+            dh,
+            which,
+            args.out,
+            show_progress=False if args.no_progress else None,
+            repeats=args.repeats,
         )
     print(format_summary(folder.path))
     failed = folder.meta.get("failed_cells", 0)

@@ -342,8 +342,9 @@ def write_run(
     stopped = [p.stopped for p in payloads.values() if p.stopped]
     reason = "; ".join(stopped + ([f"rows of some ranks are missing ({lost})"] if lost else []))
     rows.outcomes.extend(not_run_rows(sc, passes, rows, set(payloads), reason))
+    written = rows.with_process(0)  # one process per rank: no repeats
     for table in TABLES:
-        folder.write_table(table, getattr(rows, table))
+        folder.write_table(table, getattr(written, table))
     folder.write_json("stacks.json", rows.stacks)
     folder.meta["dp"]["ranks_seen"] = [payloads[r].info for r in sorted(payloads)]
     if reason:

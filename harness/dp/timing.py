@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from harness.results.tables import CELL_KEYS, COLUMNS, NO_TAG
+from harness.results.tables import CELL_KEYS, NO_TAG, PASS_COLUMNS
 from harness.runner.cells import Cell, WorldBuilder
 from harness.runner.count_pass import SETUP_STEP, PassRows
 from harness.runner.rows import (
@@ -43,7 +43,7 @@ ROUND = 0  # a DP cell's measured steps: one round, back to back
 
 def latency_row(**values: Any) -> tuple:
     """A latency row from its columns by name (columns the row does not know stay empty)."""
-    return tuple(values.get(c) for c in COLUMNS["latency"])
+    return tuple(values.get(c) for c in PASS_COLUMNS["latency"])
 
 
 class _TimedCell:

@@ -221,58 +221,90 @@ def _rank_panel(ax: Axes, d: pd.DataFrame, eager_here: set[int]) -> None:
     ax.set_xlabel("DP-attention rank")
 
 
-def plot_blame(syncs: pd.DataFrame, counts: pd.DataFrame, label: str = "", top: int = 6) -> Figure:
+def plot_blame(
+    syncs: pd.DataFrame,
+    counts: pd.DataFrame,
+    label: str = "",
+    top: int = 6,
+    costs: pd.DataFrame | None = None,
+) -> Figure:
     """The sync blame: per variant, the source lines that sync most (syncs per step of each
     kind, one column per batch size), the rest summed in one row; a variant that ran without
-    a sync says so."""
+    a sync says so. With the time pass's site costs (harness.results.waits), each line's µs per
+    step spent waiting there, with its interval, beside its counts, and the lines ranked by it."""
     t = tables.blame_table(syncs, counts)
     if t.empty:
         return empty(new_figure(9, 2), "no syncs in measured steps — nothing to blame")
     ran = tables.with_variant_label(tables.steps_per_cell(counts))
     sizes = sorted(int(b) for b in ran["batch_size"].unique())
+    waits = tables.wait_costs(costs)
     several = ran["scenario"].nunique() > 1
     blocks = []
     for s in sorted(ran["scenario"].unique()):
         for lab in tables.order_variants(list(ran.loc[ran["scenario"] == s, "label"])):
             g = t[(t["scenario"] == s) & (t["label"] == lab)]
-            rows = _blame_rows(g, sizes, top) if len(g) else [["no syncs in measured steps"]]
+            w = waits[(waits["scenario"] == s) & (waits["label"] == lab)]
+            rows = _blame_rows(g, sizes, top, w) if len(g) else [["no syncs in measured steps"]]
             blocks.append((f"{s} · {lab}" if several else lab, rows))
     cols = ["file:line", "function", "sync", "region", "step", *(f"bs={b}" for b in sizes)]
+    if not waits.empty:
+        cols += [f"wait µs/step bs={b}" for b in sizes]
     for _name, rows in blocks:
         for r in rows:
             r.extend([""] * (len(cols) - len(r)))
     chars = [
         max(len(c), *(len(r[j]) for _n, rows in blocks for r in rows)) for j, c in enumerate(cols)
     ]
-    width = min(0.075 * sum(chars) + 0.25 * len(cols), 15.0)
+    width = min(0.075 * sum(chars) + 0.25 * len(cols), 18.0)
     heights = [len(rows) + 1.6 for _n, rows in blocks]
     fig = new_figure(width, 0.22 * sum(heights) + 0.9)
     axes = fig.subplots(len(blocks), 1, squeeze=False, gridspec_kw={"height_ratios": heights})
     for ax, (name, rows) in zip(axes[:, 0], blocks):
         _blame_block(ax, name, cols, rows, [c / sum(chars) for c in chars])
+    ranked = (
+        "ranked by µs per step the host waited there (time pass; with --repeats, its 95% CI "
+        "between processes)"
+        if not waits.empty
+        else "by syncs per step of the kind shown"
+    )
     title(
         fig,
-        "Sync blame per variant: source lines by syncs per step of the kind shown, each batch "
-        f"size apart (beyond the top {top}, the rest summed)",
+        f"Sync blame per variant: source lines {ranked}, each batch size apart (beyond the top "
+        f"{top}, the rest summed)",
         label,
     )
     return fig
 
 
-def _blame_rows(g: pd.DataFrame, sizes: list[int], top: int) -> list[list[str]]:
-    """Text rows of one variant: the top sites by their largest rate, then the rest summed."""
+def _blame_rows(
+    g: pd.DataFrame, sizes: list[int], top: int, waits: pd.DataFrame
+) -> list[list[str]]:
+    """Text rows of one variant: the top sites by their cost in µs per step where the time pass
+    measured it, else by their largest rate; then the rest summed."""
     site = ["location", "function", "kind", "op", "step_kind"]
     wide = g.pivot_table(index=site, columns="batch_size", values="per_step", aggfunc="sum")
     wide = wide.reindex(columns=sizes)
     regions = g.groupby(site)["regions"].agg(
         lambda r: ", ".join(sorted(set(", ".join(r).split(", "))))
     )
-    order = wide.max(axis=1).sort_values(ascending=False).index
-    rows = []
+    us = waits.pivot_table(index=["location", "kind"], columns="batch_size", values="us_per_step")
+    text = waits.set_index(["location", "kind", "batch_size"])["text"]
+    cost = [us.loc[(k[0], k[2])].max() if (k[0], k[2]) in us.index else -1.0 for k in wide.index]
+    order = (
+        pd.DataFrame({"cost": cost, "rate": wide.max(axis=1).to_numpy()}, index=wide.index)
+        .sort_values(["cost", "rate"], ascending=False)
+        .index
+    )
+    rows, shown = [], set()
     for key in order[:top]:
         loc, fn, kind, op, step = key
         where = regions[key].replace("step/", "")
-        rows.append([loc, fn, f"{kind} {op}", where, step, *(_rate(v) for v in wide.loc[key])])
+        row = [loc, fn, f"{kind} {op}", where, step, *(_rate(v) for v in wide.loc[key])]
+        if not waits.empty:  # a line's wait is per measured step: shown on its first row
+            first = (loc, kind) not in shown
+            shown.add((loc, kind))
+            row += [str(text.get((loc, kind, b), "")) if first else "" for b in sizes]
+        rows.append(row)
     rest = wide.loc[order[top:]]
     if len(rest):
         sums = rest.groupby(level="step_kind").sum(min_count=1)

@@ -24,6 +24,7 @@ from harness.results.rates import (
 from harness.results.samples import METRICS, STEP_REGION, UNMEASURED_TIME, step_times
 from harness.results.samples import headline_metric as headline_metric
 from harness.results.stats import median_interval
+from harness.results.tables import AA_ARM
 from harness.results.vocabulary import known_vocabulary
 
 __all__ = [
@@ -65,12 +66,14 @@ def order_variants(labels: list[str]) -> list[str]:
 
 def with_variant_label(df: pd.DataFrame) -> pd.DataFrame:
     """A `label` column: the variant (with its mirror setting when the rows mix them), or the
-    cell's case in a world without variants."""
+    cell's case in a world without variants; the A/A arm's cells `before A/A` (apart from the
+    cell it replicates, in the variant's place)."""
     mirrors = set(df["mirror"].astype(str)) if len(df) else set()
     out = df.copy()
+    arms = out["arm"] if "arm" in out else pd.Series("", index=out.index)
     out["label"] = [
-        variant_label(str(v), str(m), mirrors) if v else str(c)
-        for v, m, c in zip(out["variant"], out["mirror"], out["case"])
+        variant_label(str(v) + (" A/A" if a == AA_ARM else ""), str(m), mirrors) if v else str(c)
+        for v, m, c, a in zip(out["variant"], out["mirror"], out["case"], arms)
     ]
     return out
 
@@ -104,6 +107,22 @@ def eager_batch_sizes(counts: pd.DataFrame) -> dict[str, list[int]]:
 
 
 SITE = ["location", "function", "kind", "op"]
+
+
+WAIT_COLUMNS = ["scenario", "label", "batch_size", "location", "kind", "us_per_step", "text"]
+
+
+def wait_costs(costs: pd.DataFrame | None) -> pd.DataFrame:
+    """The time pass's site costs (harness.results.waits.site_costs) of the scenario's own
+    cells (not the A/A arm), by variant label: µs per step and its text `12.3 [10.1, 14.0]`."""
+    if costs is None or costs.empty:
+        return pd.DataFrame(columns=WAIT_COLUMNS)
+    c = with_variant_label(costs[costs["arm"] == ""]).rename(columns={"site": "location"})
+    c["text"] = [
+        f"{e:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if lo == lo else "")
+        for e, lo, hi in zip(c["us_per_step"], c["us_lo"], c["us_hi"])
+    ]
+    return c[WAIT_COLUMNS]
 
 
 def blame_table(syncs: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:

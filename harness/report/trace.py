@@ -80,8 +80,8 @@ def _place(
 
 
 def _cell_name(cell: tuple, multi_rank: bool) -> str:
-    s, case, v, m, b, rank = cell
-    parts = [s, case, v, m and f"mirror={m}", b and f"bs {int(b)}"]
+    s, case, v, m, b, rank, arm = cell
+    parts = [s, case, v, m and f"mirror={m}", b and f"bs {int(b)}", arm and f"arm {arm}"]
     parts.append(f"rank {rank}" if multi_rank or str(rank) not in ("", "0") else "")
     return " · ".join(str(p) for p in parts if p)
 
@@ -98,7 +98,9 @@ def _step_starts(run: RunData) -> dict[tuple, float]:
 def _step_rows(run: RunData) -> tuple[dict, dict, bool]:
     """Per (cell, step): region exits in order, and the iteration's metrics (µs)."""
     lat = run.latency
+    # the first process's steps (with --repeats N, each process ran the same steps)
     lat = lat[~lat["path"].isin(tables.UNMEASURED_TIME) & (lat["step"] >= 0)]
+    lat = lat[lat["process"] == lat["process"].min()] if len(lat) else lat
     if "start_us" not in lat:
         lat = lat.assign(start_us=float("nan"))
     host = lat[(lat["metric"] == "host") & (lat["region"] != tables.STEP_REGION)]

@@ -1,24 +1,41 @@
 """Two run folders side by side: each cell of B against the same cell of A (Δ syncs per decode
-and per prefill step, Δ p50 step time with its interval), and the rows whose syncs per step
-differ. Cells match by (scenario, variant, mirror, batch size, rank) and rows further by (step
-kind, forward mode, path, region); what one run lacks is shown as missing, never as 0.
+and per prefill step, Δ p50 step time), and the rows whose syncs per step differ.
 
-Step k of two cells is the same work only when the runs had the same configuration (meta.json's
-`config`: the scenario after its overrides, seed included); otherwise compare says which keys
-differ and does not pair the steps."""
+Two runs were made at different times, in different processes: what separates them is the
+spread between processes and the drift of the machine, which no number of steps inside one
+process measures. So a Δ of step time gets an interval only when both runs have several worker
+processes (`--repeats N`): Welch's t-interval over both runs' per-process medians (unpaired:
+the processes of two runs do not pair), with the cells' verdicts corrected for how many are
+compared (Holm). Two runs of one process each get the Δ and no interval.
+
+Cells match by (scenario, case, variant, mirror, batch size, rank, arm) and rows further by
+(step kind, forward mode, path, region); what one run lacks is shown as missing, never as 0.
+When the runs' configurations differ (meta.json's `config`: the scenario after its overrides,
+seed included) compare says which keys differ."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.errors import InputError, shown
-from harness.results.deltas import cell_name, cell_rates, delta_line, signed
+from harness.results.deltas import (
+    CellRates,
+    cell_name,
+    cell_rates,
+    digits_for,
+    format_time_delta,
+    signed,
+    sync_deltas,
+)
 from harness.results.load import RunData, load_run
 from harness.results.rates import CELL, syncs_per_kind_step
-from harness.results.samples import headline_metric, step_times
+from harness.results.replicas import MIN_PROCESSES, holm_rejects, welch_interval
+from harness.results.samples import headline_metric, processes, step_times
+from harness.results.stats import Interval
 
 ROW_KEYS = ["step_kind", "forward_mode", "path", "region"]
 MISSING = "missing"
@@ -88,21 +105,76 @@ def config_differences(a: dict, b: dict) -> list[str]:
     ]
 
 
-def cell_lines(a: RunData, b: RunData, paired: bool) -> list[str]:
-    """One line per cell of either run: B against A."""
+@dataclass(frozen=True)
+class TimeDeltas:
+    """Each cell's Δ of step time between two runs, and whether it differs."""
+
+    metric: str
+    processes: tuple[int, int]  # of A and of B
+    rates: tuple[dict[tuple, CellRates], dict[tuple, CellRates]]
+    intervals: dict[tuple, Interval]  # timed cells of both runs
+    differs: dict[tuple, bool]  # empty without an interval (a run of one process)
+
+    @property
+    def spread(self) -> bool:
+        return min(self.processes) >= MIN_PROCESSES
+
+
+def time_deltas(a: RunData, b: RunData) -> TimeDeltas:
+    """B − A of each cell's step time: the mean of per-process medians, with Welch's interval
+    when both runs have several processes, and the verdicts corrected by Holm's method."""
     steps_a, steps_b = step_times(a.latency), step_times(b.latency)
     metric = headline_metric(pd.concat([steps_a, steps_b]))
-    ra = cell_rates(a.counts, steps_a, metric)
-    rb = cell_rates(b.counts, steps_b, metric)
+    ra, rb = cell_rates(a.counts, steps_a, metric), cell_rates(b.counts, steps_b, metric)
+    timed = [c for c in ra if c in rb and not (ra[c].times.empty or rb[c].times.empty)]
+    tests = {c: welch_interval(ra[c].medians.to_numpy(), rb[c].medians.to_numpy()) for c in timed}
+    n = (processes(steps_a), processes(steps_b))
+    differs = {}
+    if min(n) >= MIN_PROCESSES:
+        differs = dict(zip(timed, holm_rejects([tests[c][1] for c in timed])))
+    intervals = {c: t[0] for c, t in tests.items()}
+    return TimeDeltas(metric, n, (ra, rb), intervals, differs)
+
+
+def cell_lines(a: RunData, b: RunData) -> list[str]:
+    """One line per cell of either run: B against A, then how many cells differ."""
+    d = time_deltas(a, b)
+    ra, rb = d.rates
     mirrors = {c[CELL.index("mirror")] for c in (*ra, *rb)}
-    pairing = "paired by step" if paired else "not paired: the configurations differ"
-    lines = [f"(Δ = B − A; {metric} time per step; 95% bootstrap CI, {pairing})"]
+    na, nb = d.processes
+    if d.spread:
+        head = (
+            f"(Δ = B − A; {d.metric} time per step, the mean of per-process medians; 95% CI "
+            f"between processes of both runs, Welch, unpaired: A {na}, B {nb} processes; the "
+            "interval holds the drift between the runs; a verdict of difference is corrected "
+            f"for the {len(d.intervals)} cells compared, Holm)"
+        )
+    else:
+        head = (
+            f"(Δ = B − A; {d.metric} time per step, median; no interval to offer: with "
+            f"A {na}, B {nb} processes the spread from run to run is unknown; rerun both with "
+            "--repeats 5 for one)"
+        )
+    lines = [head]
     for cell in dict.fromkeys([*ra, *rb]):
-        head = cell_name(cell, mirrors)
+        name = cell_name(cell, mirrors)
         if cell not in ra or cell not in rb:
-            lines.append(f"{head}: {MISSING} in {'A' if cell not in ra else 'B'}")
+            lines.append(f"{name}: {MISSING} in {'A' if cell not in ra else 'B'}")
+            continue
+        syncs = sync_deltas(ra[cell], rb[cell], ("A", "B"))
+        if cell not in d.intervals:
+            lines.append(f"{name}: {syncs}; no time pass in {'A' if ra[cell].times.empty else 'B'}")
+        elif d.spread:
+            lines.append(
+                f"{name}: {syncs}; {format_time_delta(d.intervals[cell], differs=d.differs[cell])}"
+            )
         else:
-            lines.append(delta_line(head, ra[cell], rb[cell], paired))
+            e = float(rb[cell].times.median() - ra[cell].times.median())
+            lines.append(f"{name}: {syncs}; Δ p50 = {signed(e, digits_for(e))} µs (no interval)")
+    if d.spread:
+        lines.append(
+            f"{sum(d.differs.values())} of {len(d.differs)} cells differ (95%, Holm-corrected)"
+        )
     return lines
 
 
@@ -121,8 +193,8 @@ def compare_runs(a: Path, b: Path, show_all: bool = False, other_scenario: bool 
     differ = config_differences(run_a.meta, run_b.meta)
     if differ:
         parts.append(
-            "note: the configurations differ, so step k of A and of B are not the same work and "
-            "the steps are not paired: " + "; ".join(differ)
+            "note: the configurations differ, so A and B did not run the same work: "
+            + "; ".join(differ)
         )
     elif run_a.meta.get("scenario_sha256") != run_b.meta.get("scenario_sha256"):
         parts.append("note: the scenario files differ, but not the configurations they gave")
@@ -130,7 +202,7 @@ def compare_runs(a: Path, b: Path, show_all: bool = False, other_scenario: bool 
         "\nEach cell, B against A (runs made at different times: a time difference also holds "
         "what changed on the machine between them; cells of one run are interleaved):"
     )
-    parts.extend(cell_lines(run_a, run_b, paired=not differ))
+    parts.extend(cell_lines(run_a, run_b))
     parts.append("\nSyncs per measured step of each kind (A, B, B − A):")
     parts.append(sync_diff(run_a.counts, run_b.counts, show_all))
     return "\n".join(parts)

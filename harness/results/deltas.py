@@ -1,18 +1,27 @@
 """A cell against a reference cell: Δ syncs per decode step and per prefill step (exact: the
-count pass is deterministic), and Δ p50 step time with its 95% bootstrap interval
-(harness.results.stats: paired by step, difference of medians). Within one run the
-reference is the world's reference variant (its vocabulary); `compare` takes run A's cell as
-the reference of run B's."""
+count pass is deterministic), and Δ p50 step time with its 95% interval, at the level where the
+variance lives: with several worker processes (`--repeats N`) a t-interval over the
+per-process differences of medians (harness.results.replicas), else a bootstrap over the steps
+of the one process (harness.results.stats); paired either way (each process ran every cell).
+
+Within one run the reference is the world's reference variant (its vocabulary). Its A/A arm (a
+second, independently built reference cell) gives the run's measured noise floor: the farthest
+bound of the A/A Δ's interval. A Δ within the noise floor is never reported as a difference,
+even when its interval excludes 0.
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
 
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, total_per_kind_step
+from harness.results.replicas import MIN_PROCESSES, paired_process_difference
 from harness.results.samples import cell_series, headline_metric
-from harness.results.stats import Interval, median_difference, unpaired_median_difference
+from harness.results.stats import Interval, median_difference
+from harness.results.tables import AA_ARM
 from harness.results.vocabulary import Vocabulary
 
 MINUS = "\u2212"  # printed deltas use the minus sign, as the figures do
@@ -25,14 +34,15 @@ def variant_label(variant: str, mirror: str, mirrors: set[str]) -> str:
 
 def cell_name(cell: tuple, mirrors: set[str]) -> str:
     """`nonspec bs=8 after`, `sync_cost item k=1 fwd=0us bs=64`, `dp_attention gloo/... bs=16
-    rank=1 after`: a cell of CELL_KEYS, the keys it fills."""
-    scenario, case, variant, mirror, batch_size, rank = cell
+    rank=1 after`: a cell of CELL_KEYS, the keys it fills (`before A/A`: the A/A arm)."""
+    scenario, case, variant, mirror, batch_size, rank, arm = cell
     parts = [
         scenario,
         case,
         f"bs={batch_size}" if batch_size else "",
         f"rank={rank}" if rank else "",
         variant_label(variant, mirror, mirrors) if variant else "",
+        "A/A" if arm == AA_ARM else arm,
     ]
     return " ".join(str(p) for p in parts if p)
 
@@ -48,7 +58,14 @@ class CellRates:
     """What the delta needs of one cell: syncs per step of each kind, and its step times."""
 
     per_kind: dict[str, float]  # step kind -> syncs per step of that kind
-    times: pd.Series  # headline metric per step, µs (empty without a time pass)
+    times: pd.Series  # headline metric per (process, step), µs (empty without a time pass)
+
+    @functools.cached_property
+    def medians(self) -> pd.Series:
+        """The median of each process, indexed by process (computed once per cell)."""
+        if self.times.empty:
+            return pd.Series(dtype=float)
+        return self.times.groupby(level="process").median()
 
 
 def cell_rates(counts: pd.DataFrame, steps: pd.DataFrame, metric: str) -> dict[tuple, CellRates]:
@@ -80,35 +97,72 @@ def _sync_delta(ref: CellRates, cell: CellRates, kind: str) -> str:
     return f"{signed(cell.per_kind[kind] - ref.per_kind[kind], 2)} {name}"
 
 
-def format_time_delta(ci: Interval) -> str:
-    """`Δ p50 = −412 µs [95% CI −530, −290]`, with the verdict when the interval holds 0."""
+def sync_deltas(ref: CellRates, cell: CellRates, names: tuple[str, str]) -> str:
+    """Δ syncs per step of each kind; `names` say which side lacks a count pass, if one does."""
+    if not ref.per_kind and not cell.per_kind:
+        return "no count pass"
+    for side, rates in zip(names, (ref, cell)):
+        if not rates.per_kind:
+            return f"syncs per step n/a ({side} has no count pass)"
+    return ", ".join(_sync_delta(ref, cell, k) for k in KIND_ORDER)
+
+
+def digits_for(*values: float) -> int:
+    """Whole µs from 100 µs on, else one decimal."""
+    return 0 if max((abs(v) for v in values if v == v), default=0.0) >= 100 else 1
+
+
+def format_time_delta(ci: Interval, floor: float | None = None, differs: bool | None = None) -> str:
+    """`Δ p50 = −412 µs [95% CI −530, −290]`, with the verdict when it is no difference: the
+    interval holds 0, or the Δ is within `floor` (the run's noise floor, printed beside it).
+    `differs`: a verdict made elsewhere (corrected for several cells compared)."""
     if ci.n == 0:
         return "Δ p50: no common timed steps"
-    digits = 0 if max(abs(ci.low), abs(ci.high), abs(ci.estimate)) >= 100 else 1
+    digits = digits_for(ci.low, ci.high, ci.estimate, floor if floor is not None else 0.0)
     if ci.low != ci.low:  # a single paired step: no interval
-        return f"Δ p50 = {signed(ci.estimate, digits)} µs (1 step: no interval)"
+        return f"Δ p50 = {signed(ci.estimate, digits)} µs ({ci.n} step: no interval)"
     text = (
         f"Δ p50 = {signed(ci.estimate, digits)} µs "
         f"[95% CI {signed(ci.low, digits)}, {signed(ci.high, digits)}]"
     )
-    return text if ci.excludes_zero else f"{text}: no measurable difference"
+    if floor is not None:
+        text += f" (noise floor ±{floor:.{digits}f})"
+    within = floor is not None and abs(ci.estimate) <= floor
+    if differs is None:
+        differs = ci.excludes_zero and not within
+    if differs:
+        return text
+    said = "within the noise floor" if ci.excludes_zero and within else "no measurable difference"
+    return f"{text}: {said}"
 
 
-def delta_line(head: str, ref: CellRates, cell: CellRates, paired: bool = True) -> str:
-    """One line: `{head}: −1.00 syncs per decode step, +0.00 per prefill step; Δ p50 = …`;
-    the interval paired by step unless the two cells' steps are not the same work."""
-    if ref.per_kind or cell.per_kind:
-        syncs = ", ".join(_sync_delta(ref, cell, k) for k in KIND_ORDER)
-    else:
-        syncs = "no count pass"
+def paired_delta(ref: CellRates, cell: CellRates) -> Interval:
+    """Δ p50 of two cells of one run, paired: over the per-process differences of medians
+    with several processes, else over the steps of the one process."""
+    if min(ref.medians.size, cell.medians.size) >= MIN_PROCESSES:
+        return paired_process_difference(ref.medians, cell.medians)[0]
+    return median_difference(ref.times, cell.times)
+
+
+def noise_floor(ci: Interval) -> float:
+    """How far two identical cells' Δ reached: the farthest bound of the A/A interval (its
+    estimate where there is no interval)."""
+    if ci.low != ci.low:
+        return abs(ci.estimate)
+    return max(abs(ci.low), abs(ci.high))
+
+
+def delta_line(head: str, ref: CellRates, cell: CellRates, floor: float | None = None) -> str:
+    """One line: `{head}: −1.00 syncs per decode step, +0.00 per prefill step; Δ p50 = …`,
+    paired (harness.results.deltas.paired_delta), beside the noise floor when there is one."""
+    syncs = sync_deltas(ref, cell, ("the reference", "this cell"))
     if ref.times.empty or cell.times.empty:
         return f"{head}: {syncs}; no time pass"
-    difference = median_difference if paired else unpaired_median_difference
-    return f"{head}: {syncs}; {format_time_delta(difference(ref.times, cell.times))}"
+    return f"{head}: {syncs}; {format_time_delta(paired_delta(ref, cell), floor)}"
 
 
 # positions in a cell tuple (CELL_KEYS)
-_SCENARIO, _CASE, _VARIANT, _MIRROR, _BATCH, _RANK = range(6)
+_SCENARIO, _CASE, _VARIANT, _MIRROR, _BATCH, _RANK, _ARM = range(7)
 
 
 def _reference(
@@ -117,7 +171,7 @@ def _reference(
     """The reference cell to compare against: at the first mirror setting of the vocabulary
     (the one upstream runs) if it ran, else the first that ran."""
     ran = [c for c in cells if rates[c].per_kind or not rates[c].times.empty]
-    ref = [c for c in ran if c[_VARIANT] == vocabulary.reference]
+    ref = [c for c in ran if c[_VARIANT] == vocabulary.reference and c[_ARM] != AA_ARM]
     usual = [c for c in ref if vocabulary.mirrors and c[_MIRROR] == vocabulary.mirrors[0]]
     return (usual or ref or [None])[0]
 
@@ -133,6 +187,7 @@ def against_reference(
     metric = headline_metric(steps)
     rates = cell_rates(counts, steps, metric)
     mirrors = {c[_MIRROR] for c in rates}
+    how = "between processes" if steps["process"].nunique() >= MIN_PROCESSES else "over steps"
     groups: dict[tuple, dict[tuple, list[tuple]]] = {}
     for c in rates:  # (scenario, case) -> (batch size, rank) -> cells, in the runner's order
         where = (c[_SCENARIO], c[_CASE])
@@ -140,7 +195,10 @@ def against_reference(
     lines = []
     for (scenario, case), by_size in groups.items():
         name = f"{scenario} {case}" if case else scenario
-        lines.append(f"scenario {name} (Δ = cell − {reference}; {metric} time per step):")
+        lines.append(
+            f"scenario {name} (Δ = cell − {reference}; {metric} time per step; 95% CI {how}, "
+            "paired; A/A: the reference built twice):"
+        )
         for (bs, rank), group in sorted(by_size.items()):
             where = f"  bs={bs}" + (f" rank={rank}" if rank else "")
             lines.extend(_group_lines(where, group, rates, mirrors, vocabulary))
@@ -154,13 +212,23 @@ def _group_lines(
     if ref is None:
         return [f"{where}: no `{vocabulary.reference}` cell ran, nothing to compare with"]
     ref_name = variant_label(ref[_VARIANT], ref[_MIRROR], mirrors)
+    twin = (*ref[:_ARM], AA_ARM)
+    floor = None
     lines = []
+    if twin in rates and not rates[twin].times.empty:
+        aa = paired_delta(rates[ref], rates[twin])
+        floor = noise_floor(aa)
+        lines.append(
+            f"{where} A/A ({ref_name} built twice): {format_time_delta(aa)}; "
+            f"noise floor ±{floor:.{digits_for(floor)}f} µs"
+        )
     for c in group:
-        if c == ref:
+        if c in (ref, twin):
             continue
-        head = f"{where} {variant_label(c[_VARIANT], c[_MIRROR], mirrors)} vs {ref_name}"
+        head = f"{where} {variant_label(c[_VARIANT], c[_MIRROR], mirrors)}"
+        head += (" A/A" if c[_ARM] == AA_ARM else "") + f" vs {ref_name}"
         if not rates[c].per_kind and rates[c].times.empty:
             lines.append(f"{head}: the cell did not run (see failed cells)")
         else:
-            lines.append(delta_line(head, rates[ref], rates[c]))
+            lines.append(delta_line(head, rates[ref], rates[c], floor))
     return lines

@@ -54,6 +54,7 @@ class RunData:
     latency: pd.DataFrame
     outcomes: pd.DataFrame
     findings: pd.DataFrame
+    waits: pd.DataFrame
     stacks: dict = field(default_factory=dict)
     title: str = ""  # set for several runs shown together
 

@@ -26,7 +26,18 @@ from harness.results.tables import COLUMNS, FORMAT_VERSION, RESULT_FORMAT
 
 # Columns read as numbers; "" there is a missing value (NaN). Elsewhere "" is a real value
 # (e.g. no forward mode) and must not become NaN, which groupby would silently drop.
-NUMERIC = ("batch_size", "step", "syncs", "value", "nbytes", "start_us", "round", "pid")
+NUMERIC = (
+    "batch_size",
+    "step",
+    "syncs",
+    "value",
+    "nbytes",
+    "start_us",
+    "round",
+    "pid",
+    "process",
+    "wait_ns",
+)
 
 
 def read_meta(folder: Path) -> dict[str, Any]:

@@ -7,9 +7,11 @@ One method for every interval the harness prints or plots:
 - samples are paired by step: every cell of a scenario runs the same seeded step sequence
   (same batches, same prefill steps), so a resample draws step indices with replacement and
   takes those steps from every cell compared. Steps a cell lacks (it failed) are left out of
-  all of them. Two runs of different configurations (`compare`) do not pair: each side is
-  resampled on its own;
+  all of them;
 - a difference is measurable when its interval excludes 0.
+These intervals hold the spread between the steps of one process only; with several worker
+processes (`--repeats N`) the harness takes its intervals between processes instead
+(harness.results.replicas).
 """
 
 from __future__ import annotations
@@ -77,29 +79,6 @@ def median_interval(values: pd.Series) -> Interval:
 def median_difference(a: pd.Series, b: pd.Series) -> Interval:
     """median(b) − median(a), paired by step (the series' index)."""
     return bootstrap_medians(paired({"a": a, "b": b}), lambda m: m[:, 1] - m[:, 0])
-
-
-def unpaired_median_difference(a: pd.Series, b: pd.Series) -> Interval:
-    """median(b) − median(a) of samples that do not pair up (two runs of different
-    configurations: their step k is not the same work): each side resampled on its own."""
-    va, vb = a.dropna().to_numpy(dtype=float), b.dropna().to_numpy(dtype=float)
-    n = min(len(va), len(vb))
-    if n == 0:
-        return Interval(float("nan"), float("nan"), float("nan"), 0)
-    estimate = float(np.median(vb) - np.median(va))
-    if n < 2:
-        return Interval(estimate, float("nan"), float("nan"), n)
-    rng = np.random.default_rng(SEED)
-    chunk = max(1, _CHUNK_VALUES // (len(va) + len(vb)))
-    out = []
-    for start in range(0, RESAMPLES, chunk):
-        size = min(chunk, RESAMPLES - start)
-        ma = np.median(va[rng.integers(0, len(va), size=(size, len(va)))], axis=1)
-        mb = np.median(vb[rng.integers(0, len(vb), size=(size, len(vb)))], axis=1)
-        out.append(mb - ma)
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = np.percentile(np.concatenate(out), [tail, 100 - tail])
-    return Interval(estimate, float(low), float(high), n)
 
 
 def median_slope(by_dose: Mapping[float, pd.Series]) -> Interval:

@@ -12,12 +12,14 @@ import pandas as pd
 from harness.results.deltas import against_reference, signed
 from harness.results.load import RunData, load_run
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, syncs_per_kind_step
-from harness.results.samples import dispersion, step_times
+from harness.results.replicas import MIN_PROCESSES
+from harness.results.samples import dispersion, processes, step_times
 from harness.results.stats import Interval
 from harness.results.vocabulary import Vocabulary, results_part
+from harness.results.waits import site_costs
 
 TOTAL = "TOTAL"
-ROW_NAMES = ["scenario", "case", "variant", "mirror"]  # shown when a run fills them
+ROW_NAMES = ["scenario", "case", "variant", "mirror", "arm"]  # shown when a run fills them
 
 
 def _index(df: pd.DataFrame) -> list[str]:
@@ -102,13 +104,47 @@ def syncs_section(run: RunData) -> list[str]:
 
 def latency_section(run: RunData) -> list[str]:
     note = " — emulated device: host times only" if run.is_emulated else ""
-    title = f"\nTime per scheduler iteration, µs{note} (every sample kept):"
-    return [title, latency_table(step_times(run.latency))]
+    steps = step_times(run.latency)
+    how = (
+        "; p50: the mean of the processes' medians, 95% CI between processes"
+        if processes(steps) >= MIN_PROCESSES
+        else ""
+    )
+    title = f"\nTime per scheduler iteration, µs{note} (every sample kept{how}):"
+    return [title, latency_table(steps)]
 
 
 def reference_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
     lines = against_reference(run.counts, step_times(run.latency), vocabulary)
     return [f"\nEach variant against {vocabulary.reference}:", *lines] if lines else []
+
+
+def waits_section(run: RunData, top: int = 8) -> list[str]:
+    """The sync sites of each cell ranked by µs per step the host waited there (time pass)."""
+    costs = site_costs(run.waits, run.latency)
+    if costs.empty:
+        return []
+    several = int(costs["processes"].max()) > 1
+    how = (
+        "95% CI between processes" if several else "one process: no interval, --repeats N gives one"
+    )
+    if run.is_emulated:
+        how += "; emulated device: the op's own host time, no device to wait for"
+    lines = [f"\nWhat each sync site costs: µs per measured step the host waited in it ({how}):"]
+    index = [k for k in _index(costs) if k != "scenario"] + ["batch_size"]
+    for key, g in costs.groupby(index, sort=False):
+        named = zip(index, key if isinstance(key, tuple) else (key,))
+        lines.append(
+            "  " + " ".join(f"bs={v}" if k == "batch_size" else str(v) for k, v in named if v != "")
+        )
+        for r in g.head(top).itertuples(index=False):
+            cost = f"{r.us_per_step:.1f}"
+            if r.us_lo == r.us_lo:
+                cost += f" [{r.us_lo:.1f}, {r.us_hi:.1f}]"
+            lines.append(
+                f"    {cost} µs per step at {r.site} ({r.kind}, {r.calls_per_step:.2f} calls per step)"
+            )
+    return lines
 
 
 def failed_section(run: RunData) -> list[str]:

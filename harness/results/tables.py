@@ -19,14 +19,22 @@ from typing import Any
 # 4: latency.csv has a round column (the time pass interleaves cells in rounds)
 # 5: a case column; scenario, variant and mirror no longer hold a world's case (meta.json
 #    names the run's world); syncs.csv has each event's thread, pid and detector
-FORMAT_VERSION = 5
+# 6: an arm column (the A/A arm: a second, independently built reference cell) and a process
+#    column in every table (the worker process of `--repeats N` that made the row); waits.csv
+FORMAT_VERSION = 6
 RESULT_FORMAT = "dsv4-harness-run"  # meta.json's result_format: what kind of folder it is
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
-CELL_KEYS = ("scenario", "case", "variant", "mirror", "batch_size", "rank")
+# arm: "" for a cell of the scenario; AA_ARM for the time pass's second, independently built
+#   cell of the reference variant (its Δ against the first is the run's noise floor)
+CELL_KEYS = ("scenario", "case", "variant", "mirror", "batch_size", "rank", "arm")
+AA_ARM = "aa"
+# process: the worker process that made the row, 0..N-1 with `--repeats N` (0 in a run of one
+#   process); the last column of every table
 ROW_KEYS = (*CELL_KEYS, "step", "forward_mode", "path", "region")
 
-COLUMNS: dict[str, tuple[str, ...]] = {
+# The columns a pass's rows hold; the `process` column is appended by whoever gathers them.
+PASS_COLUMNS: dict[str, tuple[str, ...]] = {
     # one row per (step, forward_mode, path, region) a step entered, zero-sync rows included
     "counts": (*ROW_KEYS, "syncs"),
     # one row per sync event: where it was made, and which thread, process and detector saw it
@@ -61,7 +69,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     # one row per finding (e.g. stale_mirror: host values used that differ from the device's)
     "findings": (*CELL_KEYS, "pass", "step", "forward_mode", "path", "kind", "detail"),
+    # one row per synchronizing call of a measured step in the time pass: the host's wait
+    # inside the call, ns (ledger off; only sync sites pay for the clock)
+    "waits": (*ROW_KEYS, "site", "kind", "wait_ns"),
 }
+COLUMNS = {name: (*cols, "process") for name, cols in PASS_COLUMNS.items()}
 
 # Paths of measured steps; "warmup" and "capture" rows are kept apart (never per-step figures).
 MEASURED_PATHS = ("graph", "eager")
@@ -74,7 +86,10 @@ def csv_text(table: str, rows: Iterable[Sequence[Any]]) -> tuple[str, int]:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS[table])
     n = 0
+    width = len(COLUMNS[table])
     for row in rows:
+        if len(row) != width:  # a writer that forgot a column must not shift the others
+            raise ValueError(f"{table}: a row of {len(row)} values, not {width}: {row!r}")
         w.writerow("" if v is None else v for v in row)
         n += 1
     return buf.getvalue(), n

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import (
+    CheckFailed,
     Interrupted,
     OperationalError,
     os_error_text,
@@ -17,14 +18,13 @@ from harness.results.meta import base_meta
 from harness.results.run_folder import RunFolder, new_run_id
 from harness.results.tables import COLUMNS
 from harness.runner.cells import WorldBuilder, build_scenario_world, cells
-from harness.runner.count_pass import PassRows, run_count_pass
+from harness.runner.count_pass import TABLES, PassRows
 from harness.runner.device import DeviceHandle
-from harness.runner.time_pass import run_time_pass
+from harness.runner.repeats import ProcessJob, Runner, in_fresh_process, pass_rows
 from harness.scenario import SCENARIO_DIR, LoadedScenario
 from harness.scenario.loader import display_path
 
 PASSES = ("count", "time", "both")
-TABLES = ("counts", "syncs", "latency", "outcomes", "findings")
 STATUS = COLUMNS["outcomes"].index("status")
 
 
@@ -49,7 +49,9 @@ def chosen_pass(loaded: LoadedScenario, device_kind: str, asked: str | None) -> 
     return "both", ""
 
 
-def reproduce_argv(loaded: LoadedScenario, device_kind: str, which: str) -> list[str]:
+def reproduce_argv(
+    loaded: LoadedScenario, device_kind: str, which: str, repeats: int = 1
+) -> list[str]:
     """A command line that reruns this run (device resolved, so `auto` cannot change it)."""
     scenario = (
         loaded.name
@@ -57,6 +59,8 @@ def reproduce_argv(loaded: LoadedScenario, device_kind: str, which: str) -> list
         else display_path(loaded.path)
     )
     argv = ["bench", "--scenario", scenario, "--device", device_kind, "--pass", which]
+    if repeats > 1:
+        argv += ["--repeats", str(repeats)]
     for o in loaded.overrides:
         argv += ["--set", o]
     return argv
@@ -79,7 +83,7 @@ def run_meta(
         "latency_note": "emulated device: host times only" if dh.kind == "emu" else None,
         **extra,
     }
-    argv = reproduce_argv(loaded, dh.kind, which)
+    argv = reproduce_argv(loaded, dh.kind, which, extra.get("processes", 1))
     return base_meta(argv=argv, device_kind=dh.kind, scenario=scenario_meta, run_id=run_id)
 
 
@@ -90,31 +94,47 @@ def run_bench(
     out_root: Path = Path("results/runs"),
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
+    repeats: int = 1,
+    spawn: Runner = in_fresh_process,
 ) -> RunFolder:
-    """Run the passes and write the run folder; it is marked complete only at the end."""
+    """Run the passes and write the run folder; it is marked complete only at the end. With
+    `repeats` > 1 they run in that many fresh worker processes (`spawn`), the count pass in
+    the first only."""
     sc = loaded.scenario
     run_id = new_run_id()
-    meta = run_meta(loaded, dh, which, run_id, cells=len(cells(sc)))
+    meta = run_meta(loaded, dh, which, run_id, cells=len(cells(sc)), processes=repeats)
     folder = RunFolder.create(out_root, sc.name, run_id, meta)
+    passes = ("count", "time") if which == "both" else (which,)
     rows = PassRows()
     t0 = time.perf_counter()
     try:
-        if which in ("count", "both"):
-            rows.extend(run_count_pass(sc, dh.device, builder, show_progress))
-            folder.meta["count_pass_s"] = round(time.perf_counter() - t0, 3)
-            # written now: an interrupted time pass keeps them (the run stays incomplete)
-            folder.write_table("counts", rows.counts)
-            folder.write_table("syncs", rows.syncs)
-            folder.write_json("stacks.json", rows.stacks)
-            folder.write_meta()
-        if which in ("time", "both"):
+        for process in range(repeats):
+            job = ProcessJob(
+                loaded,
+                dh.kind,
+                passes if process == 0 else tuple(p for p in passes if p == "time"),
+                builder,
+                show_progress,
+            )
+            if not job.passes:
+                break
             t1 = time.perf_counter()
-            rows.extend(run_time_pass(sc, dh.device, dh.kind, builder, show_progress))
-            folder.meta["time_pass_s"] = round(time.perf_counter() - t1, 3)
+            if repeats == 1:
+                part = pass_rows(job, dh)
+            else:
+                part = spawn(job, process, repeats)
+            rows.extend(part.with_process(process))
+            folder.meta.setdefault("process_s", []).append(round(time.perf_counter() - t1, 3))
+            if process == 0 and "count" in passes:
+                # written now: an interrupted time pass keeps them (the run stays incomplete)
+                folder.write_table("counts", rows.counts)
+                folder.write_table("syncs", rows.syncs)
+                folder.write_json("stacks.json", rows.stacks)
+                folder.write_meta()
         for table in TABLES:
-            if which == "time" or table not in ("counts", "syncs"):
+            if "count" not in passes or table not in ("counts", "syncs"):
                 folder.write_table(table, getattr(rows, table))
-        if which == "time":
+        if "count" not in passes:
             folder.write_json("stacks.json", rows.stacks)
         failed = [o for o in rows.outcomes if o[STATUS] != "ok"]
         if failed and len(failed) == len(rows.outcomes):  # not a result: say why (exit 1)
@@ -133,7 +153,8 @@ def run_bench(
 def stopped(folder: RunFolder, exc: BaseException) -> BaseException:
     """Mark the run folder stopped with the reason; the exception the command line turns into
     one line: Ctrl-C and SIGTERM (Interrupted, exit 130 / 143), a full disk or a file-size limit
-    (OperationalError, exit 3); anything else is passed on as it is."""
+    (OperationalError, exit 3), a dead worker process (CheckFailed, exit 1); anything else is
+    passed on as it is."""
     if isinstance(exc, KeyboardInterrupt):
         signum = stop_signal(exc)
         folder.abandon(stop_reason(signum))
@@ -142,5 +163,8 @@ def stopped(folder: RunFolder, exc: BaseException) -> BaseException:
         reason = os_error_text(exc)
         folder.abandon(reason)
         return OperationalError(f"{reason}; run folder left incomplete: {folder.path}")
+    if isinstance(exc, CheckFailed):  # a worker process died (exit 1)
+        folder.abandon(str(exc))
+        return CheckFailed(f"{exc}; run folder left incomplete: {folder.path}")
     folder.abandon(f"{type(exc).__name__}: {exc}")
     return exc

@@ -32,6 +32,7 @@ class Cell:
     variant: str = ""
     mirror: str = ""
     batch_size: int = 0
+    arm: str = ""  # AA_ARM: the time pass's second, independently built reference cell
 
     def label(self) -> str:
         parts = [
@@ -39,12 +40,13 @@ class Cell:
             self.variant,
             self.mirror and f"mirror={self.mirror}",
             self.batch_size and f"bs={self.batch_size}",
+            self.arm and f"arm={self.arm}",
         ]
         return "/".join(p for p in parts if p)
 
     def key(self, scenario: str, rank: int = 0) -> tuple:
         """The cell's columns of a result row (harness.results.tables.CELL_KEYS)."""
-        return (scenario, self.case, self.variant, self.mirror, self.batch_size, rank)
+        return (scenario, self.case, self.variant, self.mirror, self.batch_size, rank, self.arm)
 
 
 class World(Protocol):

@@ -44,12 +44,24 @@ class PassRows:
     latency: list[tuple] = field(default_factory=list)
     outcomes: list[tuple] = field(default_factory=list)
     findings: list[tuple] = field(default_factory=list)
+    waits: list[tuple] = field(default_factory=list)
     stacks: dict[str, list[str]] = field(default_factory=dict)
 
     def extend(self, other: PassRows) -> None:
-        for name in ("counts", "syncs", "latency", "outcomes", "findings"):
+        for name in TABLES:
             getattr(self, name).extend(getattr(other, name))
         self.stacks.update(other.stacks)
+
+    def with_process(self, process: int) -> PassRows:
+        """The rows with their last column, `process`, appended (the passes leave it off: the
+        process that made a row is known to whoever gathers the rows)."""
+        out = PassRows(stacks=dict(self.stacks))
+        for name in TABLES:
+            getattr(out, name).extend((*r, process) for r in getattr(self, name))
+        return out
+
+
+TABLES = ("counts", "syncs", "latency", "outcomes", "findings", "waits")
 
 
 def stack_id(stack: tuple) -> str:

@@ -7,6 +7,8 @@ with the scenario's seed. Each world keeps its own step sequence, so a cell's st
 same as if it ran alone; each sample records its round.
 
 Per measured scheduler step:
+- the host's wait inside each synchronizing call of the step (`harness.sync.wait_timer`: only
+  sync sites pay for it), one row per call in waits.csv;
 - host time of every region exit (`harness.sync.region_timer`, perf_counter_ns), metric "host";
 - the whole iteration (region "iteration"): host time of `world.step()` (metric "host"); on
   CUDA also the device time between events recorded before and after it (metric "device") and
@@ -14,6 +16,9 @@ Per measured scheduler step:
   (metric "e2e"; a sync's pipeline bubble shows here, with the stand-in forward keeping the GPU
   busy).
 On the emulated device only host times exist; their rows say device "emu".
+An A/A arm: every cell of the world's reference variant (its vocabulary) gets a second,
+independently built cell (column arm "aa") that runs the same steps interleaved with the
+others; its Δ against the first is the run's measured noise floor.
 Set-up (`warmup_and_capture`, step -1, path "capture", region "warmup_and_capture") and the
 warm-up steps (path "warmup", region "iteration") get host-time rows too, apart from the
 measured ones and outside any round.
@@ -21,6 +26,7 @@ measured ones and outside any round.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Iterator
@@ -30,7 +36,9 @@ from typing import Any
 
 import torch
 
-from harness.results.tables import NO_TAG
+from harness import registry
+from harness.results.tables import AA_ARM, NO_TAG
+from harness.results.vocabulary import ResultsPart
 from harness.runner.cells import Cell, World, WorldBuilder, build_scenario_world, cells
 from harness.runner.count_pass import SETUP_STEP, PassRows
 from harness.runner.progress import Progress
@@ -42,7 +50,7 @@ from harness.runner.rows import (
     tag_value,
 )
 from harness.scenario import Scenario
-from harness.sync import RegionTimer, region_timer, set_step
+from harness.sync import RegionTimer, WaitSample, WaitTimer, region_timer, set_step, wait_timer
 
 ITERATION_REGION = "iteration"
 SETUP_REGION = "warmup_and_capture"
@@ -50,21 +58,25 @@ SETUP_REGION = "warmup_and_capture"
 
 class _StepClock:
     """Times one scheduler step: host clock, and on CUDA events around it and the wait for the
-    GPU (the server reads each step's result back; waiting here is that read)."""
+    GPU (the server reads each step's result back; waiting here is that read). The waits of the
+    step's own synchronizing calls are taken before the clock's own synchronize."""
 
-    def __init__(self, on_cuda: bool):
+    def __init__(self, on_cuda: bool, waits: WaitTimer):
         self.on_cuda = on_cuda
+        self.waits = waits
         if on_cuda:
             self.ev0 = torch.cuda.Event(enable_timing=True)
             self.ev1 = torch.cuda.Event(enable_timing=True)
 
-    def run(self, world: World) -> tuple[int, dict[str, float]]:
-        """Run `world.step()`; returns its host start (ns) and its metrics in µs."""
+    def run(self, world: World) -> tuple[int, dict[str, float], list[WaitSample]]:
+        """Run `world.step()`; returns its host start (ns), its metrics in µs and its waits."""
+        del self.waits.samples[:]
         t0 = time.perf_counter_ns()
         if self.on_cuda:
             self.ev0.record()
         world.step()
         t1 = time.perf_counter_ns()
+        waits = list(self.waits.samples)
         metrics = {"host": (t1 - t0) / 1e3}
         if self.on_cuda:
             self.ev1.record()
@@ -72,7 +84,7 @@ class _StepClock:
             t2 = time.perf_counter_ns()
             metrics["device"] = self.ev0.elapsed_time(self.ev1) * 1e3
             metrics["e2e"] = (t2 - t0) / 1e3
-        return t0, metrics
+        return t0, metrics, waits
 
 
 @dataclass
@@ -128,8 +140,9 @@ class _TimedCell:
                 step = self.done
                 set_step(step)
                 del timer.samples[:]
-                t0, metrics = clock.run(self.world)
+                t0, metrics, waits = clock.run(self.world)
                 self._keep_step(step, t0, metrics, timer.samples, round_)
+                self._keep_waits(step, waits, timer.samples)
                 self._advance(progress)
 
     def _keep_step(self, step: int, t0: int, metrics: dict, samples: list, round_: int) -> None:
@@ -141,6 +154,13 @@ class _TimedCell:
             self.sample(where, "host", (b - a) / 1e3, (a - t0) / 1e3, round_)
         for metric, us in metrics.items():
             self.sample((step, NO_TAG, path, ITERATION_REGION), metric, us, 0.0, round_)
+
+    def _keep_waits(self, step: int, waits: list[WaitSample], samples: list) -> None:
+        """One row per synchronizing call of the step: its site, kind and the host's wait."""
+        path = step_path(tag_value(tags, "path") for _r, _s, tags, _a, _b in samples)
+        for w in waits:
+            where = (step, tag_value(w.tags, "forward_mode"), tag_value(w.tags, "path") or path)
+            self.rows.waits.append((*self.key, *where, w.region, w.site, w.kind, w.wait_ns))
 
     def _advance(self, progress: Progress) -> None:
         self.done += 1
@@ -178,6 +198,15 @@ def _round_sizes(n_steps: int, per_round: int) -> list[int]:
     return [per_round] * full + ([rest] if rest else [])
 
 
+def timed_cells(sc: Scenario) -> list[Cell]:
+    """The scenario's cells, then the A/A arm: a second cell of each reference-variant cell."""
+    part = registry.world(sc.world).part(ResultsPart)
+    reference = part.vocabulary.reference if part is not None else None
+    ours = cells(sc)
+    twins = [dataclasses.replace(c, arm=AA_ARM) for c in ours if c.variant == reference]
+    return ours + twins
+
+
 def run_time_pass(
     sc: Scenario,
     device: torch.device,
@@ -185,18 +214,18 @@ def run_time_pass(
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
 ) -> PassRows:
-    timed = [_TimedCell(sc, cell, device_kind) for cell in cells(sc)]
+    timed = [_TimedCell(sc, cell, device_kind) for cell in timed_cells(sc)]
     total = sum(tc.total for tc in timed)
     rng = random.Random(sc.seed)
     with Progress(total, f"{sc.name} time", show_progress) as prog:
         for tc in timed:
             prog.describe(f"{sc.name} time set-up {tc.cell.label()}")
             tc.set_up(builder, device, prog)
-        clock = _StepClock(device_kind == "cuda")
-        if clock.on_cuda:
+        if device_kind == "cuda":
             torch.cuda.synchronize()
         sizes = _round_sizes(sc.steps.time_steps(device_kind), sc.steps.round_steps)
-        with region_timer() as timer:
+        with region_timer() as timer, wait_timer() as waits:
+            clock = _StepClock(device_kind == "cuda", waits)
             for r, n in enumerate(sizes):
                 order = [tc for tc in timed if tc.failure is None]
                 rng.shuffle(order)

@@ -16,11 +16,15 @@ from harness.report.sync_plots import (
     plot_syncs_by_region,
     plot_syncs_vs_batch,
 )
+from harness.results.waits import site_costs
 
 FIGURES: dict[str, FigureSpec] = {
     "syncs_by_region": FigureSpec(lambda r: plot_syncs_by_region(r.counts, r.label), "count"),
     "syncs_vs_batch": FigureSpec(lambda r: plot_syncs_vs_batch(r.counts, r.label), "count"),
-    "sync_blame": FigureSpec(lambda r: plot_blame(r.syncs, r.counts, r.label), "count"),
+    "sync_blame": FigureSpec(
+        lambda r: plot_blame(r.syncs, r.counts, r.label, costs=site_costs(r.waits, r.latency)),
+        "count",
+    ),
     "findings": FigureSpec(
         lambda r: plot_findings(r.findings, r.counts, r.outcomes, r.label), "count"
     ),

@@ -10,6 +10,7 @@ from harness.results.summary import (
     latency_section,
     reference_section,
     syncs_section,
+    waits_section,
 )
 from harness.results.vocabulary import Vocabulary
 from harness.serving.vocabulary import MIRRORS, REFERENCE, VARIANTS
@@ -22,6 +23,7 @@ def serving_summary(run: RunData) -> list[str]:
         *syncs_section(run),
         *latency_section(run),
         *reference_section(run, VOCABULARY),
+        *waits_section(run),
         *failed_section(run),
         *findings_section(run),
     ]

@@ -24,6 +24,7 @@ from harness.sync.regions import region
 from harness.sync.rules import pageable_staging_bytes, set_pageable_staging_bytes
 from harness.sync.state import current_region, current_step, current_tags, set_step, tags
 from harness.sync.timer import RegionTimer, region_timer
+from harness.sync.wait_timer import WaitSample, WaitTimer, wait_timer
 
 __all__ = [
     "DEVICE_KINDS",
@@ -37,6 +38,8 @@ __all__ = [
     "SyncEvent",
     "SyncKind",
     "SyncLedger",
+    "WaitSample",
+    "WaitTimer",
     "current_region",
     "current_step",
     "current_tags",
@@ -52,4 +55,5 @@ __all__ = [
     "set_step",
     "tags",
     "use_device",
+    "wait_timer",
 ]

@@ -164,6 +164,16 @@ def call_site(skip: int = 1) -> tuple[int, int] | None:
     return None if frame is None else (id(frame), frame.f_lasti)
 
 
+def caller_frame(frame: FrameType | None) -> Frame | None:
+    """The first frame from `frame` outwards that is not torch's or the ledger's machinery."""
+    while frame is not None:
+        code = frame.f_code
+        if not _is_machinery(code.co_filename):
+            return (_short(code.co_filename), frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return None
+
+
 def capture_stack(skip: int = 1) -> tuple[Frame, ...]:
     """The caller's Python frames, innermost first, with machinery frames removed."""
     frame: FrameType | None = sys._getframe(skip)

@@ -9,7 +9,8 @@ the detector and a warning only names what CUPTI saw. Wrappers around the copy e
 classify transfers by `harness.sync.rules` from what the call did (the debug mode says nothing of
 non_blocking copies through pageable memory); wrappers around stream, event and device
 synchronize and `empty_cache` record those. Each wrapper suppresses the events its own call
-raises. Wrappers around indexing and around ops that read the device only name the op, and for
+raises. With no ledger but a wait timer open (a time pass), the synchronizing wrappers time the
+host's wait inside their call instead (harness.sync.wait_timer); nothing else pays. Wrappers around indexing and around ops that read the device only name the op, and for
 indexing the kind of each wait (from the rules).
 
 Transparency comes first: every wrapper passes the call through with its own arguments,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +49,7 @@ from harness.sync.rules import (
     setitem_kinds,
 )
 from harness.sync.state import STATE, watching
+from harness.sync.wait_timer import add_wait, timed
 
 _SYNC_WARNING = "called a synchronizing CUDA operation"
 _FILTER_MESSAGE = ".*" + _SYNC_WARNING
@@ -157,6 +160,32 @@ def _watching() -> bool:
     return watching() and not STATE.suppress and not STATE.emulated
 
 
+def _timing() -> bool:
+    """A wait timer is open on this thread (harness.sync.wait_timer), no ledger records it, and
+    the call is CUDA's own (the emulated device's door times its own)."""
+    return bool(STATE.wait_timers) and not STATE.emulated and not _compiling() and not watching()
+
+
+def _timed_transfer(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    classify: Callable[[Any], tuple[SyncKind | None, int | None]],
+) -> Any:
+    """Call `fn`, then keep its host time as a wait when `classify(result)` says it synced (a
+    failure to classify keeps nothing and is never raised)."""
+    t0 = time.perf_counter_ns()
+    out = fn(*args, **kwargs)
+    waited = time.perf_counter_ns() - t0
+    try:
+        kind, _nbytes = classify(out)
+    except Exception:
+        kind = None
+    if kind is not None:
+        add_wait(kind, waited)
+    return out
+
+
 def _suppressed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     STATE.suppress += 1
     try:
@@ -181,6 +210,8 @@ def _named(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _timing() and args and getattr(args[0], "is_cuda", False):
+            return timed(SyncKind.D2H_READ, fn, *args, **kwargs)
         if _compiling() or STATE.op is not None or not _watching():
             return fn(*args, **kwargs)
         STATE.op = op
@@ -217,6 +248,8 @@ def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., 
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _timing():
+            return timed(kind, fn, *args, **kwargs)
         if _compiling() or not _watching():
             return fn(*args, **kwargs)
         record_sync(kind, op)
@@ -322,6 +355,9 @@ def _method_transfer(
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _timing():
+            nb = non_blocking(args, kwargs)
+            return _timed_transfer(fn, (self, *args), kwargs, lambda o: _transfer_kind(self, o, nb))
         if _compiling() or not _watching():
             return fn(self, *args, **kwargs)
         out = _suppressed(fn, self, *args, **kwargs)
@@ -350,6 +386,10 @@ def _copy_kind(
 def _wrap_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def copy_(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _timing():
+            return _timed_transfer(
+                fn, (self, *args), kwargs, lambda _o: _copy_kind(self, args, kwargs)
+            )
         if _compiling() or not _watching():
             return fn(self, *args, **kwargs)
         out = _suppressed(fn, self, *args, **kwargs)
@@ -372,6 +412,9 @@ def _from_host_kind(data: Any, out: Any) -> tuple[SyncKind | None, int | None]:
 def _from_host_data(op: str, fn: Callable[..., Any], data_at: int) -> Callable[..., Any]:
     @functools.wraps(fn)
     def factory(*args: Any, **kwargs: Any) -> Any:
+        if _timing():
+            data = args[data_at] if len(args) > data_at else kwargs.get("data")
+            return _timed_transfer(fn, args, kwargs, lambda o: _from_host_kind(data, o))
         if _compiling() or not _watching():
             return fn(*args, **kwargs)
         out = _suppressed(fn, *args, **kwargs)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from harness.sync.ledger import SyncLedger
     from harness.sync.timer import RegionTimer
+    from harness.sync.wait_timer import WaitTimer
 
 
 class _ThreadState(threading.local):
@@ -18,6 +19,7 @@ class _ThreadState(threading.local):
         self.regions: list[str] = []  # full paths, innermost last
         self.ledgers: list[SyncLedger] = []  # thread-scoped ledgers this thread opened
         self.timers: list[RegionTimer] = []
+        self.wait_timers: list[WaitTimer] = []
         self.step: int | None = None
         self.tags: tuple[tuple[str, str], ...] = ()
         self.suppress: int = 0  # >0 while an interceptor records the sync itself

@@ -19,6 +19,7 @@ from harness.sync.emulated.tensor import reported_device
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import classify_empty_cache
+from harness.sync.wait_timer import timed
 
 
 class EmuStream:
@@ -34,7 +35,7 @@ class EmuStream:
         self.device_index = 0
 
     def synchronize(self) -> None:
-        record_sync(SyncKind.EXPLICIT, "Stream.synchronize")
+        timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "Stream.synchronize")
 
     def is_capturing(self) -> bool:
         return False  # the emulated device has no CUDA graphs to capture into
@@ -78,7 +79,7 @@ class EmuEvent:
         return True
 
     def synchronize(self) -> None:
-        record_sync(SyncKind.EXPLICIT, "Event.synchronize")
+        timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "Event.synchronize")
 
     def elapsed_time(self, end: EmuEvent) -> float:
         if self._t_ns is None or end._t_ns is None:
@@ -108,7 +109,7 @@ def stream(s: EmuStream | None) -> Iterator[EmuStream | None]:
 
 
 def synchronize(device: Any = None) -> None:
-    record_sync(SyncKind.EXPLICIT, "cuda.synchronize")
+    timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "cuda.synchronize")
 
 
 def empty_cache() -> None:

@@ -2,11 +2,13 @@
 
 For each op: refuse device mixes a GPU would refuse; classify copies between host and device
 (`copy_`, `_to_copy`) by the transfer rules; record the waits the op makes on CUDA
-(`harness.sync.emulated.waits`); then run it on the CPU values and wrap the results.
+(`harness.sync.emulated.waits`); then run it on the CPU values and wrap the results. While a
+wait timer is open (harness.sync.wait_timer), an op that syncs is timed on the host.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +21,8 @@ from harness.sync.emulated.waits import rule_for
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import HostMemory, classify_d2h, classify_h2d, copy_host_memory
+from harness.sync.state import STATE
+from harness.sync.wait_timer import add_wait, timed
 
 aten = torch.ops.aten
 
@@ -113,7 +117,9 @@ def _to_copy(args: tuple, kwargs: dict) -> torch.Tensor:
     non_blocking = bool(kwargs.get("non_blocking", False))
     device = kwargs.get("device")
     ukwargs = {k: _unwrap(v) for k, v in kwargs.items() if k != "non_blocking"}
+    t0 = time.perf_counter_ns() if STATE.wait_timers else 0
     out = aten._to_copy.default(src._elem, **ukwargs)
+    waited = time.perf_counter_ns() - t0
     if device is None or torch.device(device).type != "cpu":
         return EmuTensor(out)
     # like CUDA, a non_blocking copy to the host lands in (contiguous) pinned memory
@@ -122,6 +128,8 @@ def _to_copy(args: tuple, kwargs: dict) -> torch.Tensor:
     kind = classify_d2h(nbytes(out), non_blocking, HostMemory(pinned=non_blocking))
     if kind is not None:
         record_sync(kind, "_to_copy", nbytes(out))
+        if STATE.wait_timers:
+            add_wait(kind, waited)
     return out
 
 
@@ -136,8 +144,10 @@ def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
     elif s_dev and not d_dev:
         memory = copy_host_memory(dst, src, pinned.is_pinned(dst))
         kind = classify_d2h(nbytes(dst), non_blocking, memory)
-    (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
-    if kind is not None:
+    if kind is None:
+        (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
+    else:  # recorded after the copy: a copy that raises records no sync
+        timed(kind, (dst._elem if d_dev else dst).copy_, src._elem if s_dev else src)
         record_sync(kind, "copy_", nbytes(dst))
     return dst
 
@@ -199,15 +209,15 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     _check_devices(plan, args, kwargs)
     if plan.transfer is not None:
         return plan.transfer(args, kwargs)
-    if plan.waits is not None:
-        for kind in plan.waits(args, kwargs):
-            record_sync(kind, plan.name)
+    kinds = plan.waits(args, kwargs) if plan.waits is not None else ()
+    for kind in kinds:
+        record_sync(kind, plan.name)
     uargs = [a._elem if type(a) is EmuTensor else _unwrap(a) for a in args]
-    out = (
-        plan.run(*uargs, **{k: _unwrap(v) for k, v in kwargs.items()})
-        if kwargs
-        else plan.run(*uargs)
-    )
+    ukwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+    if kinds and STATE.wait_timers:  # one call, one wait: timed as its first kind
+        out = timed(kinds[0], plan.run, *uargs, **ukwargs)
+    else:
+        out = plan.run(*uargs, **ukwargs) if kwargs else plan.run(*uargs)
     if kwargs:
         device = kwargs.get("device")
         if device is not None and torch.device(device).type == "cpu":
