@@ -57,7 +57,7 @@ def test_one_prefilling_rank_decides_for_every_rank():
     assert got.need_idle_batch
     steady = read_back_may_d2h(_gathered(decode, decode, idle))
     assert steady.can_cuda_graph and not steady.is_extend_in_batch
-    assert steady.global_info() == DPGlobalInfo((8, 8, 0), True, False)
+    assert steady.global_info() == DPGlobalInfo((8, 8, 0), True, False, (8, 8, 0))
     assert not read_back_may_d2h(_gathered(idle, idle)).need_idle_batch  # nobody has work
 
 

@@ -2,7 +2,9 @@
 
 1. The fidelity table (harness/fidelity/upstream_syncs.yaml) is walked row by row: the run it
    names produces the sync through the anchored project line for each variant where upstream
-   has it, none where upstream has none, and fails there where upstream fails.
+   has it, none where upstream has none, and fails there where upstream fails. Rows of code
+   that runs in processes of its own (DP attention) name an in-process probe instead: one
+   rank's exchange over a one-rank gloo group, one rank's forward batches.
 2. The expected syncs per measured step, from upstream, hold exactly in every committed
    scenario and what-if, decode and prefill steps separately.
 
@@ -13,6 +15,9 @@ scenarios' passes are the ones the strict gate (tests/test_gate_strict.py) compa
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +72,9 @@ def _through(
     ]
 
 
-@pytest.mark.parametrize("row", [r for r in TABLE.rows if r.reach], ids=lambda r: r.id)
+@pytest.mark.parametrize(
+    "row", [r for r in TABLE.rows if r.reach and r.reach.scenario], ids=lambda r: r.id
+)
 def test_row_is_reproduced(row, count_passes) -> None:
     (anchor,) = ANCHORS[row.id]
     loaded, cells = _row_run(row)
@@ -84,6 +91,83 @@ def test_row_is_reproduced(row, count_passes) -> None:
         else:
             assert seen, f"{row.id}: {variant} makes no sync through {anchor}"
             assert {s["kind"] for s in seen} == {want}, (row.id, variant)
+
+
+# ---- probes: in-process runs of code that runs in processes of its own --------------------------
+def _probe_dp_exchange(case: str) -> list:
+    """One rank's exchange of a decode record over a one-rank gloo group, `case` its backend."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    from harness.batch.info import ForwardMode
+    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.record import local_record
+    from harness.sync import SyncLedger, emulated_device
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = dist.FileStore(str(Path(tmp) / "store"), 1)
+        assert not dist.is_initialized(), "a process group is already set up in this process"
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        try:
+            with emulated_device() as dev:
+                exchange = MLPSyncExchange(EXCHANGE_BACKENDS[case], dist.group.WORLD, dev, 1)
+                with SyncLedger() as ledger:
+                    exchange.all_gather_may_d2h(local_record(ForwardMode.DECODE, 8, 8, True))
+        finally:
+            dist.destroy_process_group()
+    return ledger.events
+
+
+@cache
+def _dp_batch_events() -> dict[str, list]:
+    """One rank's forward batches carrying what the ranks exchanged, by forward mode: a decode
+    step, a prefill step, an IDLE batch."""
+    from harness.batch.info import DPGlobalInfo
+    from harness.serving.section import ServingConfig
+    from harness.serving.world import WorldConfig, build_world
+    from harness.sync import SyncLedger, emulated_device
+
+    serving = ServingConfig(serving_mode="nonspec", cuda_graph=False, prefill_every=2)
+    out = {}
+    with emulated_device() as dev:
+        world = build_world(WorldConfig(serving, "after", "auto", 2, seed=0), dev)
+        world.warmup_and_capture()
+        info = DPGlobalInfo((2, 3), False, True, (2, 1))
+        for _ in range(2):  # a decode step, then a prefill step
+            with world.stepping(), SyncLedger() as ledger:
+                plan = world.plan_step()
+                world.run_plan(plan, info)
+            out["EXTEND" if plan.kind == "prefill" else "DECODE"] = ledger.events
+        with world.stepping(), SyncLedger() as ledger:
+            world.run_idle(DPGlobalInfo((0, 3), False, False))
+        out["IDLE"] = ledger.events
+    return out
+
+
+PROBES: dict[str, Callable[[str], list]] = {
+    "dp_exchange": _probe_dp_exchange,
+    "dp_batch": lambda case: _dp_batch_events()[case],
+}
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in TABLE.rows if r.reach and r.reach.probe], ids=lambda r: r.id
+)
+def test_probe_row_is_reproduced(row) -> None:
+    (anchor,) = ANCHORS[row.id]
+    for case, want in row.reach.expect.items():
+        events = PROBES[row.reach.probe](case)
+        seen = [
+            e
+            for e in events
+            if any(str(f).endswith(anchor[0]) and n == anchor[1] for f, n, _ in e.stack)
+        ]
+        if want == "none":
+            assert seen == [], (row.id, case, seen[:2])
+        else:
+            assert seen, f"{row.id}: {case} makes no sync through {anchor}"
+            assert {e.kind.value for e in seen} == {want}, (row.id, case)
 
 
 def _row_run(row) -> tuple[LoadedScenario, Cells]:
@@ -109,7 +193,7 @@ def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
     if row.id not in ANCHORS:
         return
     (anchor,) = ANCHORS[row.id]
-    runs = [_row_run(r)[0] for r in TABLE.rows if r.reach]
+    runs = [_row_run(r)[0] for r in TABLE.rows if r.reach and r.reach.scenario]
     runs += [_mirror_run(name, mirror) for name, mirror in EXPECTED]
     for loaded in runs:
         rows = count_passes(loaded)

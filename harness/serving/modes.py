@@ -13,7 +13,8 @@
 
 The speculative worker's own host work is modelled in the speculative serving modes: the two
 small pageable copies of ``eagle_prepare_for_decode`` (S06), the two of a draft-extend batch
-built from host lists (S07, skipped on the GPU-only path when the batch has no mirror), and the
+built from host lists (S07, skipped on the GPU-only path when the batch has no mirror), the two
+of the draft model's prefill batch (S08), and the
 tree-mask sizing that reads ``attn_backend.max_context_len`` when the batch has no
 ``seq_lens_sum`` (S04).
 
@@ -99,14 +100,12 @@ class ServingMode:
                 s for i in items for s in stack.pool.slots(i.pool_idx, i.prefix_len, i.seq_len)
             ]
             out = host_to_device_async(slots, torch.int64, dev)
-            if self.serving_stack:  # ForwardBatch.init_new from the scheduler's host lists (S07)
-                ext_dev = extend_lists_to_device([i.prefix_len for i in items], ext, dev)
-            else:
-                ext_dev = host_to_device_async(ext, torch.int32, dev)
-            start = extend_start_loc_of(ext_dev)
         mirror = self.prefill_mirror(stack, lens)
+        prefix = [i.prefix_len for i in items]
         passes = []
-        for backend in stack.prefill_backends():
+        for n, backend in enumerate(stack.prefill_backends()):
+            ext_dev = self._prefill_extend_lens(stack, prefix, ext, dp, draft=n > 0)
+            start = extend_start_loc_of(ext_dev)
             batch = ForwardBatch(
                 ForwardMode.EXTEND, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
                 mirror.seq_lens_sum, extend_seq_lens=ext_dev, extend_seq_lens_cpu=list(ext),
@@ -119,6 +118,31 @@ class ServingMode:
                 stack.relay.publish(rpi, seq_lens)
         self.end_of_step(stack, rows, seq_lens)
         return passes
+
+    def _prefill_extend_lens(
+        self,
+        stack: ServingStack,
+        prefix: list[int],
+        ext: list[int],
+        dp: DPGlobalInfo | None,
+        *,
+        draft: bool,
+    ) -> torch.Tensor:
+        """A prefill forward batch's extend lengths on the device. In the serving stack each
+        forward batch comes from its own ``ForwardBatch.init_new`` of the scheduler's host
+        lists (S07, and D01 with DP attention): the target model's, then with EAGLE the draft
+        model's (eagle_worker_v2.py 814, S08)."""
+        dev = stack.device
+        if not self.serving_stack:
+            with region("scheduler", "prepare"):
+                return host_to_device_async(ext, torch.int32, dev)
+        if draft:
+            with region("worker", "prepare"):
+                dp_tokens_to_device(dp, dev)
+                return extend_lists_to_device(prefix, ext, dev)  # fidelity: S08
+        with region("scheduler", "prepare"):
+            dp_tokens_to_device(dp, dev)
+            return extend_lists_to_device(prefix, ext, dev)
 
 
 def _prefill_forward(stack: ServingStack, backend, batch: ForwardBatch) -> Callable[[], None]:
@@ -156,6 +180,7 @@ def decode_one_pass(
         seq_lens = host_to_device_async(new_lens, torch.int64, dev)
         slots = [stack.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
         out = host_to_device_async(slots, torch.int64, dev)
+        dp_tokens_to_device(dp, dev)
     mirror = mode.decode_mirror(stack, rows, new_lens, seq_lens)
     batch = ForwardBatch(
         ForwardMode.DECODE, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
@@ -173,6 +198,7 @@ def idle_pass(stack: ServingStack, dp: DPGlobalInfo) -> list[Pass]:
     dev = stack.device
     with region("scheduler", "prepare"):
         empty = [torch.empty(0, dtype=torch.int64, device=dev) for _ in range(3)]
+        dp_tokens_to_device(dp, dev)
     mirror = host_known_mirror([])
     batch = ForwardBatch(
         ForwardMode.IDLE, 0, *empty, mirror.seq_lens_cpu, mirror.seq_lens_sum, dp=dp
@@ -290,6 +316,16 @@ def eagle_prepare_for_decode(stack: ServingStack, lens: Sequence[int]) -> None:
     dev = stack.device
     pageable_to_device_nonblocking(cur, torch.int32, dev)  # fidelity: S06
     pageable_to_device_nonblocking(nxt, torch.int32, dev)
+
+
+def dp_tokens_to_device(dp: DPGlobalInfo | None, dev: torch.device) -> None:
+    """``ForwardBatch.init_new`` of a DP-attention batch moves every rank's token counts, and
+    those that want logprobs, to the device from pageable lists, non-blocking (D01); IDLE
+    batches too (forward_batch_info.py 787-794 run before the IDLE return)."""
+    if dp is None:
+        return
+    pageable_to_device_nonblocking(dp.global_num_tokens, torch.int64, dev)  # fidelity: D01
+    pageable_to_device_nonblocking(dp.num_tokens_for_logprob, torch.int64, dev)
 
 
 def extend_lists_to_device(
