@@ -8,9 +8,10 @@ world.findings               # stale_mirror findings
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -60,6 +61,37 @@ class WorldConfig:
         return capture_buckets(self.spec is not None, max_bs, self.batch_size, self.capture)
 
 
+class StepScheduler(Protocol):
+    """What the world asks of its scheduler (harness.serving.scheduler's, or another world's
+    that changes the batch its own way)."""
+
+    def peek(self) -> tuple[str, int]: ...
+    def schedule(self) -> StepPlan: ...
+    def commit(self, plan: StepPlan) -> list[int]: ...
+    def lengths(self) -> dict[int, int]: ...
+
+
+SchedulerFactory = Callable[["WorldConfig", ReqToTokenPool], StepScheduler]
+
+
+def fixed_batch_scheduler(cfg: WorldConfig, pool: ReqToTokenPool) -> Scheduler:
+    """The serving world's own: a batch of ``batch_size`` requests, each finished one
+    replaced (harness.serving.scheduler)."""
+    serving = cfg.serving
+    return Scheduler(
+        SchedulerConfig(
+            batch_size=cfg.batch_size,
+            context_len=serving.context_len,
+            seed=cfg.seed,
+            prefill_every=serving.prefill_every,
+            spec=cfg.spec,
+            accept=accept_config(cfg),
+            prompt_len=cfg.prompt_len,
+        ),
+        pool,
+    )
+
+
 @dataclass(frozen=True)
 class ForwardPass:
     forward_mode: str
@@ -80,7 +112,12 @@ class StepInfo:
 
 
 class World:
-    def __init__(self, cfg: WorldConfig, device: torch.device):
+    def __init__(
+        self,
+        cfg: WorldConfig,
+        device: torch.device,
+        scheduler: SchedulerFactory = fixed_batch_scheduler,
+    ):
         self.cfg = cfg
         self.device = device
         serving = cfg.serving
@@ -96,18 +133,7 @@ class World:
             ),
             device,
         )
-        self.scheduler = Scheduler(
-            SchedulerConfig(
-                batch_size=cfg.batch_size,
-                context_len=serving.context_len,
-                seed=cfg.seed,
-                prefill_every=serving.prefill_every,
-                spec=spec,
-                accept=AcceptConfig(_accept_mean(serving), cfg.accept_dist),
-                prompt_len=cfg.prompt_len,
-            ),
-            self.pool,
-        )
+        self.scheduler = scheduler(cfg, self.pool)
         bcfg = BackendConfig(
             model=serving.model,
             variant=cfg.variant,
@@ -298,5 +324,12 @@ def _accept_mean(serving: ServingConfig) -> float:
     return (serving.spec or SpecConfig()).accept_mean
 
 
-def build_world(cfg: WorldConfig, device: torch.device) -> World:
-    return World(cfg, device)
+def accept_config(cfg: WorldConfig) -> AcceptConfig:
+    """The accept-length distribution of a world's verifies."""
+    return AcceptConfig(_accept_mean(cfg.serving), cfg.accept_dist)
+
+
+def build_world(
+    cfg: WorldConfig, device: torch.device, scheduler: SchedulerFactory = fixed_batch_scheduler
+) -> World:
+    return World(cfg, device, scheduler)
