@@ -69,3 +69,16 @@ def _select(df: pd.DataFrame, key: tuple) -> pd.Series:
     for col, value in zip([*CELL, *SITE], key):
         mask &= df[col] == value
     return mask
+
+
+KEY = [*CELL, *SITE, "footing", "step_kind"]
+
+
+def rate_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The sites of two runs' `site_rates` whose syncs or steps differ, or that one run lacks:
+    KEY, then syncs, steps and per_1000_steps of each (suffixes _a, _b). Empty when the two
+    runs sync alike, site by site."""
+    shown = [*KEY, "syncs", "steps", "per_1000_steps"]
+    both = a[shown].merge(b[shown], on=KEY, how="outer", suffixes=("_a", "_b"))
+    same = (both["syncs_a"] == both["syncs_b"]) & (both["steps_a"] == both["steps_b"])
+    return both[~same].reset_index(drop=True)
