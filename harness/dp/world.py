@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from harness.batch.info import ForwardMode
 from harness.dp.exchange import MLPSyncExchange
 from harness.dp.inject import Injection
@@ -44,7 +42,6 @@ class DPWorld:
         self.exchange = exchange
         self.injection = injection
         self.overlap = exchange.backend.overlap
-        self._copy_done: Any = None  # the last launched step's event, not yet waited for
 
     @property
     def findings(self) -> list[Any]:
@@ -86,20 +83,11 @@ class DPWorld:
         return world.step_info(n, plan.kind if plan is not None else "idle", passes)
 
     def _process_results(self, launched: bool) -> None:
-        """Record this step's copy-done event (managers/utils.py:144) and wait for the results
-        the loop processes now: the previous step's with overlap, else this step's."""
-        done = None
-        if launched:
-            done = torch.cuda.Event()
-            done.record()
-        if self.overlap:
-            waiting, self._copy_done = self._copy_done, done
-        else:
-            waiting = done
-        with region("scheduler", "process_result"):
-            self._inject("step/scheduler/process_result")
-            if waiting is not None:
-                waiting.synchronize()
+        """The world's result read-back, in the loop of this rank's exchange: the previous
+        step's results with overlap, else this step's."""
+        self.world.process_results(
+            launched, self.overlap, lambda: self._inject("step/scheduler/process_result")
+        )
 
     def _inject(self, region_path: str) -> None:
         if self.injection is not None:

@@ -50,6 +50,7 @@ class LifecycleScheduler:
         accept: AcceptConfig,
         seed: int,
         pool: ReqToTokenPool,
+        first_iteration: int = 0,
     ):
         self.cfg = cfg
         self.max_running = max_running
@@ -59,7 +60,7 @@ class LifecycleScheduler:
         self.max_len = context_len - self.width - 1  # room for one more step's writes
         self.rng = random.Random(seed)
         self._accept = accept.sampler(spec.draft_token_num) if spec else None
-        self.forward_ct = 0  # forward batches run so far (the scheduler's forward_ct)
+        self.forward_ct = first_iteration  # forward batches run so far (upstream's forward_ct)
         self.running: list[_Request] = []
         self.waiting: list[tuple[int, int]] = []  # (prompt, output) of arrived requests
         self.finished_total = 0

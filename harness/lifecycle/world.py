@@ -22,7 +22,10 @@ def lifecycle_world_config(sc: Scenario, cell: Cell) -> WorldConfig:
     return world_config(serving_of(sc), cell, sc.seed, capture="all", prompt_len=prompt)
 
 
-def scheduler_factory(cfg: LifecycleConfig):
+def scheduler_factory(cfg: LifecycleConfig, warmup: int):
+    """The lifecycle's scheduler for a world; the run joins the server mid-flight so that its
+    first measured step (after ``warmup`` steps) is a sweep iteration."""
+
     def make(wc: WorldConfig, pool) -> LifecycleScheduler:
         return LifecycleScheduler(
             cfg,
@@ -32,6 +35,7 @@ def scheduler_factory(cfg: LifecycleConfig):
             accept=accept_config(wc),
             seed=wc.seed,
             pool=pool,
+            first_iteration=-warmup % cfg.eviction_interval,
         )
 
     return make
@@ -39,4 +43,4 @@ def scheduler_factory(cfg: LifecycleConfig):
 
 def build_lifecycle_world(sc: Scenario, cell: Cell, device: torch.device) -> World:
     wc = lifecycle_world_config(sc, cell)
-    return build_world(wc, device, scheduler_factory(lifecycle_of(sc)))
+    return build_world(wc, device, scheduler_factory(lifecycle_of(sc), sc.steps.warmup))

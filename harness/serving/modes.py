@@ -60,6 +60,9 @@ class ServingMode:
     # batches come from the serving stack (scheduler, ForwardBatch.init_new, the speculative
     # worker), not built by hand as the direct mode does
     serving_stack = True
+    # the scheduler loop: True, the overlap scheduler (a step processes the previous step's
+    # results); False, the normal loop (its own); None, no scheduler (no results processed)
+    overlap: bool | None = True
 
     def decode(
         self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None
@@ -223,6 +226,7 @@ class Eagle(ServingMode):
 
     name = "eagle"
     spec = True
+    overlap = False
 
     def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
         rows = list(plan.pool_indices)
@@ -379,6 +383,7 @@ class SpecV2(Eagle):
 
     name = "specv2"
     mirror_settings = ("auto", "present", "absent")
+    overlap = True
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.relay_wants_mirror
@@ -402,6 +407,7 @@ class Direct(Eagle):
     spec = None
     mirror_settings = ("present", "absent")
     serving_stack = False
+    overlap = None
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.mirror == "present"

@@ -171,6 +171,7 @@ class World:
             relay_wants_mirror=forced.get(cfg.mirror, self.needs_cpu_seq_lens),
             runners=self.runners,
         )
+        self._copy_done: torch.cuda.Event | None = None  # launched, its results not yet waited
         self._findings: list[Finding] = []
         self._pending: list[tuple] = []  # (step, pass record, truth) awaiting the stale check
         self.step_count = 0
@@ -241,6 +242,7 @@ class World:
         with self.stepping() as n, tags(forward_mode=step_mode, path=step_path), region("step"):
             plan = self.plan_step()
             passes = self.run_plan(plan)
+            self.process_results(launched=True)
         return self.step_info(n, plan.kind, passes)
 
     # The pieces of a step, for callers that put work between them (DP attention exchanges
@@ -280,6 +282,32 @@ class World:
         with region("scheduler", "commit"):
             self.scheduler.commit(plan)
         return passes
+
+    def process_results(
+        self,
+        launched: bool,
+        overlap: bool | None = None,
+        before_wait: Callable[[], None] | None = None,
+    ) -> None:
+        """Record this step's copy-done event (managers/utils.py 144) and wait for the results
+        the scheduler loop processes now (batch_result_processor.py 187 prefill, 635 decode,
+        623 idle): the previous step's with the overlap scheduler, else this step's.
+        ``overlap``: the loop's (DP attention: its exchange's), default the serving mode's;
+        ``before_wait``: work in the region before the wait (DP attention's planted sync).
+        The direct mode has no scheduler: nothing is processed."""
+        overlap = self.mode.overlap if overlap is None else overlap
+        if overlap is None or not (self.device.type == "cuda" or is_emulated(self.device)):
+            return
+        done = None
+        if launched:
+            done = torch.cuda.Event()
+            done.record()
+        waiting, self._copy_done = (self._copy_done, done) if overlap else (done, None)
+        with region("scheduler", "process_result"):
+            if before_wait is not None:
+                before_wait()
+            if waiting is not None:
+                waiting.synchronize()  # fidelity: R01
 
     def run_idle(self, dp: DPGlobalInfo) -> list[Pass]:
         """DP attention: this rank has no requests but another has, so it runs an IDLE batch."""
