@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -96,26 +95,17 @@ def test_row_is_reproduced(row, count_passes) -> None:
 # ---- probes: in-process runs of code that runs in processes of its own --------------------------
 def _probe_dp_exchange(case: str) -> list:
     """One rank's exchange of a decode record over a one-rank gloo group, `case` its backend."""
-    import tempfile
-
-    import torch.distributed as dist
+    from dp_fakes import one_rank_group
 
     from harness.batch.info import ForwardMode
     from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
     from harness.dp.record import local_record
     from harness.sync import SyncLedger, emulated_device
 
-    with tempfile.TemporaryDirectory() as tmp:
-        store = dist.FileStore(str(Path(tmp) / "store"), 1)
-        assert not dist.is_initialized(), "a process group is already set up in this process"
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-        try:
-            with emulated_device() as dev:
-                exchange = MLPSyncExchange(EXCHANGE_BACKENDS[case], dist.group.WORLD, dev, 1)
-                with SyncLedger() as ledger:
-                    exchange.all_gather_may_d2h(local_record(ForwardMode.DECODE, 8, 8, True))
-        finally:
-            dist.destroy_process_group()
+    with one_rank_group() as group, emulated_device() as dev:
+        exchange = MLPSyncExchange(EXCHANGE_BACKENDS[case], group, dev, 1)
+        with SyncLedger() as ledger:
+            exchange.all_gather_may_d2h(local_record(ForwardMode.DECODE, 8, 8, True))
     return ledger.events
 
 

@@ -237,8 +237,8 @@ class Eagle(ServingMode):
                 eagle_prepare_for_decode(stack, lens)
             seq_lens = stack.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
         mirror = self.decode_mirror(stack, rows, lens, seq_lens)
-        passes = [self._draft(stack, rpi, seq_lens, mirror, lens)]
-        verify_pass, verify_out = self._verify(stack, rpi, seq_lens, mirror, lens)
+        passes = [self._draft(stack, rpi, seq_lens, mirror, lens, dp)]
+        verify_pass, verify_out = self._verify(stack, rpi, seq_lens, mirror, lens, dp)
         passes.append(verify_pass)
         with region("scheduler", "prepare"):
             # Stand-in for the verify's sampling result (accept lengths land on the device).
@@ -246,7 +246,7 @@ class Eagle(ServingMode):
             new_seq_lens = seq_lens + accept
         with region("scheduler", "publish"):
             stack.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
-        passes.append(self._draft_extend(stack, rpi, seq_lens, verify_out, mirror, lens))
+        passes.append(self._draft_extend(stack, rpi, seq_lens, verify_out, mirror, lens, dp))
         self.end_of_step(stack, rows, new_seq_lens)
         return passes
 
@@ -263,7 +263,8 @@ class Eagle(ServingMode):
         stack.host_lens.update(zip(rows, blocking_copy_d2h(new_seq_lens)))
 
     # ---- the passes ----------------------------------------------------------------------
-    def _draft(self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
+    # Under DP attention every batch of the step carries what the ranks decided (``dp``).
+    def _draft(self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens, dp) -> Pass:
         spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
             # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
@@ -271,7 +272,7 @@ class Eagle(ServingMode):
             dm = mirror.shifted(1)
             draft = ForwardBatch(
                 ForwardMode.DECODE, bs, seq_lens + 1, rpi, out, dm.seq_lens_cpu, dm.seq_lens_sum,
-                spec_info=spec,
+                spec_info=spec, dp=dp,
             )  # fmt: skip
         rec = stack.runners["draft"].run(draft)
         if self.serving_stack and draft.seq_lens_sum is None:
@@ -279,23 +280,26 @@ class Eagle(ServingMode):
         return rec, [n + 1 for n in lens]
 
     def _verify(
-        self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens
+        self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens, dp
     ) -> tuple[Pass, torch.Tensor]:
         spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
             out = _slots(stack, rpi, seq_lens, spec.draft_token_num)
             verify = ForwardBatch(
                 ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, out, mirror.seq_lens_cpu,
-                mirror.seq_lens_sum, spec_info=spec,
+                mirror.seq_lens_sum, spec_info=spec, dp=dp,
             )  # fmt: skip
         return (stack.runners["verify"].run(verify), lens), out
 
-    def _draft_extend(self, stack: ServingStack, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
+    def _draft_extend(
+        self, stack: ServingStack, rpi, seq_lens, out, mirror: Mirror, lens, dp
+    ) -> Pass:
         d = stack.spec.draft_token_num
         with region("worker", "prepare"):
             batch = draft_extend_batch(
                 stack, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
             )
+            batch.dp = dp
         runner = stack.runners.get("draft_extend")
         rec = (
             runner.run(batch)

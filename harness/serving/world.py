@@ -126,7 +126,9 @@ class World:
         draft_slots = max(8, spec.draft_token_num if spec else 1)
         self.pool = ReqToTokenPool(
             PoolConfig(
-                max_reqs=cfg.batch_size + 1,
+                # a row per request, and as many as the largest captured bucket pads to (a
+                # DP-attention rank replays the bucket of the largest rank's batch)
+                max_reqs=max(cfg.batch_size, *cfg.capture_bs) + 1,
                 context_len=serving.context_len,
                 draft_slots=draft_slots,
                 seed=cfg.seed,
