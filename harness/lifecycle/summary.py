@@ -23,7 +23,8 @@ def rates_table(rates: pd.DataFrame) -> str:
         return "(no syncs in measured steps)"
     rates = rates.sort_values(["variant", "mirror", "batch_size", "footing", "step_kind"])
     cols = [*SHOWN, "kind", "syncs", "steps", "per_step", "per_1000_steps"]
-    shown = rates[cols].rename(columns={"batch_size": "max_bs"})
+    shown = rates[cols].astype({"syncs": int, "steps": int})
+    shown = shown.rename(columns={"batch_size": "max_bs"})
     return shown.to_string(index=False, float_format=lambda v: f"{v:.2f}", na_rep="-")
 
 
