@@ -257,6 +257,7 @@ def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatc
     assert _Event.made[1].waited is not overlap
 
 
+@pytest.mark.filterwarnings("ignore:.*all_gather_into_tensor.* is deprecated:FutureWarning")
 @pytest.mark.parametrize(("skip", "exchanges"), [(False, 2), (True, 1)])
 def test_a_speculative_decode_step_exchanges_twice_unless_skipped(skip, exchanges):
     """scheduler.py 2694 (the new prefill batch's record) and 2712 (the decode batch's); over

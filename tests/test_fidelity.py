@@ -141,6 +141,7 @@ PROBES: dict[str, Callable[[str], list]] = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:.*all_gather_into_tensor.* is deprecated:FutureWarning")
 @pytest.mark.parametrize(
     "row", [r for r in TABLE.rows if r.reach and r.reach.probe], ids=lambda r: r.id
 )
