@@ -4,6 +4,7 @@ it; SWA sweeps on the interval; the summary's steady and occasional sites; the l
 from __future__ import annotations
 
 import pytest
+import torch
 
 from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.cli import main
@@ -157,3 +158,30 @@ def test_the_long_runs_cross_several_sweeps():
             loaded.scenario.steps.count // loaded.scenario.section("lifecycle").eviction_interval
         )
         assert sweeps >= 4, name
+
+
+@pytest.mark.parametrize(
+    ("change", "rc"), [(None, 0), ("one more sync", 1), ("a failed cell", 1)], ids=str
+)
+def test_the_gpu_check_passes_only_when_every_site_and_cell_agree(
+    change, rc, count_passes, monkeypatch, tmp_path, capsys
+):
+    import harness.lifecycle.gpu_check as check
+
+    counts, syncs = _tables(count_passes(load_scenario("lifecycle")))
+    rates = site_rates(counts, syncs)
+
+    def run_rates(name, device, out):
+        mine = rates.copy()
+        failed = []
+        if device == "cuda" and change == "one more sync":
+            mine.loc[mine.index[0], "syncs"] += 1
+        if device == "cuda" and change == "a failed cell":
+            failed = ["after/bs=8: RuntimeError boom"]
+        return tmp_path / device, mine, failed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check, "run_rates", run_rates)
+    assert check.main(["--scenario", "lifecycle", "--out", str(tmp_path)]) == rc
+    assert ("PASS" if rc == 0 else "FAIL") in capsys.readouterr().out
+    assert (tmp_path / "lifecycle_rates.csv").exists()

@@ -5,9 +5,9 @@
 
 Per scenario (default: both long lifecycle scenarios) the count pass runs on CUDA, then on the
 emulated device, each into a run folder under DIR (default results/runs); the two runs' site
-rates are compared. Prints both folders and every site that differs; writes
-``lifecycle_rates.csv`` (the CUDA run's rates beside the emulated one's) to DIR. Exit 0 when
-every site agrees, 1 when one differs, 2 without CUDA or on a bad scenario.
+rates are compared. Prints both folders, every failed cell and every site that differs;
+writes ``lifecycle_rates.csv`` (the CUDA run's rates beside the emulated one's) to DIR. Exit 0
+when every cell ran and every site agrees, 1 otherwise, 2 without CUDA or on a bad scenario.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from harness.results.load import load_run
 LONG = ["sweeps/lifecycle_long", "sweeps/lifecycle_specv2_long"]
 
 
-def run_rates(name: str, device: str, out: Path) -> tuple[Path, pd.DataFrame]:
-    """One count pass of a scenario on a device: its run folder and its site rates."""
+def run_rates(name: str, device: str, out: Path) -> tuple[Path, pd.DataFrame, list[str]]:
+    """One count pass of a scenario on a device: its run folder, its site rates and its cells
+    that failed (a line each)."""
     from harness.runner.bench import run_bench
     from harness.runner.device import open_device
     from harness.scenario import load_scenario
@@ -35,7 +36,9 @@ def run_rates(name: str, device: str, out: Path) -> tuple[Path, pd.DataFrame]:
     with open_device(device) as dh:
         folder = run_bench(loaded, dh, "count", out).path
     run = load_run(folder)
-    return folder, site_rates(run.counts, run.syncs)
+    bad = run.outcomes[run.outcomes["status"] != "ok"]
+    failed = [f"{r.variant}/bs={r.batch_size}: {r.exception} {r.message}" for r in bad.itertuples()]
+    return folder, site_rates(run.counts, run.syncs), failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,13 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     tables, failed = [], False
     for name in args.scenario or LONG:
         try:
-            cuda_folder, on_cuda = run_rates(name, "cuda", args.out)
-            emu_folder, on_emu = run_rates(name, "emu", args.out)
+            cuda_folder, on_cuda, cuda_failed = run_rates(name, "cuda", args.out)
+            emu_folder, on_emu, emu_failed = run_rates(name, "emu", args.out)
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         diff = rate_differences(on_cuda, on_emu)
         print(f"{name}: CUDA {cuda_folder}, emulated {emu_folder}")
+        for device, lines in (("CUDA", cuda_failed), ("emulated", emu_failed)):
+            failed = failed or bool(lines)
+            print("".join(f"  failed cell on {device}: {line}\n" for line in lines), end="")
         if diff.empty:
             print(f"  every site agrees ({len(on_cuda)} sites)")
         else:
