@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.dp.cells import build_dp_world
@@ -71,3 +73,21 @@ class BlockingWorld(DyingWorld):
 
 def blocking_builder(sc, cell, device, site):
     return BlockingWorld(build_dp_world(sc, cell, device, site), site.rank)
+
+
+@contextmanager
+def one_rank_group() -> Iterator[object]:
+    """A one-rank gloo process group in this process (DP code run in-process), set up and torn
+    down around the block."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    assert not dist.is_initialized(), "a process group is already set up in this process"
+    with tempfile.TemporaryDirectory() as tmp:
+        store = dist.FileStore(str(Path(tmp) / "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        try:
+            yield dist.group.WORLD
+        finally:
+            dist.destroy_process_group()

@@ -57,7 +57,7 @@ def test_one_prefilling_rank_decides_for_every_rank():
     assert got.need_idle_batch
     steady = read_back_may_d2h(_gathered(decode, decode, idle))
     assert steady.can_cuda_graph and not steady.is_extend_in_batch
-    assert steady.global_info() == DPGlobalInfo((8, 8, 0), True, False)
+    assert steady.global_info() == DPGlobalInfo((8, 8, 0), True, False, (8, 8, 0))
     assert not read_back_may_d2h(_gathered(idle, idle)).need_idle_batch  # nobody has work
 
 
@@ -139,8 +139,8 @@ def test_gpu_count_is_checked_before_any_rank_starts(monkeypatch):
         ("dp.streams=[{idle: true, batch_size: 4}]", "dp.streams[0].idle"),
         ("dp.streams=[{idle: true}, {idle: true}]", "every rank is idle"),
         ("dp.timeout_s=0", "dp.timeout_s: 0.0 out of range"),
-        ("serving.serving_mode=eagle", "serving_mode nonspec only"),
         ("serving.batch_sizes=[8, 16]", "serving.batch_sizes: one value with dp"),
+        ("serving.serving_mode=eagle", "serving_mode nonspec or specv2"),
     ],
 )
 def test_bad_dp_keys_are_exit_2(override, expect, capsys, tmp_path):
@@ -149,6 +149,22 @@ def test_bad_dp_keys_are_exit_2(override, expect, capsys, tmp_path):
     err = capsys.readouterr().err
     assert expect in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("override", "expect"),
+    [
+        ("dp.streams=[{}, {idle: true}]", "dp.streams: an idle rank with speculative decoding"),
+        ("serving.prefill_every=8", "serving.prefill_every: 0 on every rank with speculative"),
+        ("dp.streams=[{prefill_every: 4}]", "serving.prefill_every: 0 on every rank"),
+    ],
+)
+def test_dp_with_speculation_only_decodes(override, expect, capsys, tmp_path):
+    argv = ["bench", "--scenario", "dp_specv2", "--set", override, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expect in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_dp_scenario_holds_its_section_beside_the_serving_one():
@@ -239,6 +255,27 @@ def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatc
     dp._process_results(launched=True)
     assert first.waited  # step 2 processed step 1 (overlap) or step 1 processed itself
     assert _Event.made[1].waited is not overlap
+
+
+@pytest.mark.filterwarnings("ignore:.*all_gather_into_tensor.* is deprecated:FutureWarning")
+@pytest.mark.parametrize(("skip", "exchanges"), [(False, 2), (True, 1)])
+def test_a_speculative_decode_step_exchanges_twice_unless_skipped(skip, exchanges):
+    """scheduler.py 2694 (the new prefill batch's record) and 2712 (the decode batch's); over
+    NCCL each exchange makes its 8 read-backs."""
+    from dp_fakes import one_rank_group
+
+    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.world import DPWorld
+
+    serving = ServingConfig(serving_mode="specv2", cuda_graph=False)
+    with one_rank_group() as group, emulated_device() as dev:
+        world = build_world(WorldConfig(serving, "dropped", "auto", 2, seed=0), dev)
+        exchange = MLPSyncExchange(EXCHANGE_BACKENDS["nccl"], group, dev, 1)
+        dp = DPWorld(world, exchange, skip_spec_sync=skip)
+        dp.warmup_and_capture()
+        with SyncLedger() as ledger:
+            dp.step()
+    assert ledger.count(region="step/scheduler/dp_exchange") == 8 * exchanges
 
 
 # ---- the launcher's SIGTERM -------------------------------------------------------------------

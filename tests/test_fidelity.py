@@ -2,7 +2,9 @@
 
 1. The fidelity table (harness/fidelity/upstream_syncs.yaml) is walked row by row: the run it
    names produces the sync through the anchored project line for each variant where upstream
-   has it, none where upstream has none, and fails there where upstream fails.
+   has it, none where upstream has none, and fails there where upstream fails. Rows of code
+   that runs in processes of its own (DP attention) name an in-process probe instead: one
+   rank's exchange over a one-rank gloo group, one rank's forward batches.
 2. The expected syncs per measured step, from upstream, hold exactly in every committed
    scenario and what-if, decode and prefill steps separately.
 
@@ -13,6 +15,8 @@ scenarios' passes are the ones the strict gate (tests/test_gate_strict.py) compa
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from functools import cache
 
 import pytest
 
@@ -67,7 +71,9 @@ def _through(
     ]
 
 
-@pytest.mark.parametrize("row", [r for r in TABLE.rows if r.reach], ids=lambda r: r.id)
+@pytest.mark.parametrize(
+    "row", [r for r in TABLE.rows if r.reach and r.reach.scenario], ids=lambda r: r.id
+)
 def test_row_is_reproduced(row, count_passes) -> None:
     (anchor,) = ANCHORS[row.id]
     loaded, cells = _row_run(row)
@@ -84,6 +90,75 @@ def test_row_is_reproduced(row, count_passes) -> None:
         else:
             assert seen, f"{row.id}: {variant} makes no sync through {anchor}"
             assert {s["kind"] for s in seen} == {want}, (row.id, variant)
+
+
+# ---- probes: in-process runs of code that runs in processes of its own --------------------------
+def _probe_dp_exchange(case: str) -> list:
+    """One rank's exchange of a decode record over a one-rank gloo group, `case` its backend."""
+    from dp_fakes import one_rank_group
+
+    from harness.batch.info import ForwardMode
+    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.record import local_record
+    from harness.sync import SyncLedger, emulated_device
+
+    with one_rank_group() as group, emulated_device() as dev:
+        exchange = MLPSyncExchange(EXCHANGE_BACKENDS[case], group, dev, 1)
+        with SyncLedger() as ledger:
+            exchange.all_gather_may_d2h(local_record(ForwardMode.DECODE, 8, 8, True))
+    return ledger.events
+
+
+@cache
+def _dp_batch_events() -> dict[str, list]:
+    """One rank's forward batches carrying what the ranks exchanged, by forward mode: a decode
+    step, a prefill step, an IDLE batch."""
+    from harness.batch.info import DPGlobalInfo
+    from harness.serving.section import ServingConfig
+    from harness.serving.world import WorldConfig, build_world
+    from harness.sync import SyncLedger, emulated_device
+
+    serving = ServingConfig(serving_mode="nonspec", cuda_graph=False, prefill_every=2)
+    out = {}
+    with emulated_device() as dev:
+        world = build_world(WorldConfig(serving, "after", "auto", 2, seed=0), dev)
+        world.warmup_and_capture()
+        info = DPGlobalInfo((2, 3), False, True, (2, 1))
+        for _ in range(2):  # a decode step, then a prefill step
+            with world.stepping(), SyncLedger() as ledger:
+                plan = world.plan_step()
+                world.run_plan(plan, info)
+            out["EXTEND" if plan.kind == "prefill" else "DECODE"] = ledger.events
+        with world.stepping(), SyncLedger() as ledger:
+            world.run_idle(DPGlobalInfo((0, 3), False, False))
+        out["IDLE"] = ledger.events
+    return out
+
+
+PROBES: dict[str, Callable[[str], list]] = {
+    "dp_exchange": _probe_dp_exchange,
+    "dp_batch": lambda case: _dp_batch_events()[case],
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*all_gather_into_tensor.* is deprecated:FutureWarning")
+@pytest.mark.parametrize(
+    "row", [r for r in TABLE.rows if r.reach and r.reach.probe], ids=lambda r: r.id
+)
+def test_probe_row_is_reproduced(row) -> None:
+    (anchor,) = ANCHORS[row.id]
+    for case, want in row.reach.expect.items():
+        events = PROBES[row.reach.probe](case)
+        seen = [
+            e
+            for e in events
+            if any(str(f).endswith(anchor[0]) and n == anchor[1] for f, n, _ in e.stack)
+        ]
+        if want == "none":
+            assert seen == [], (row.id, case, seen[:2])
+        else:
+            assert seen, f"{row.id}: {case} makes no sync through {anchor}"
+            assert {e.kind.value for e in seen} == {want}, (row.id, case)
 
 
 def _row_run(row) -> tuple[LoadedScenario, Cells]:
@@ -109,7 +184,7 @@ def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
     if row.id not in ANCHORS:
         return
     (anchor,) = ANCHORS[row.id]
-    runs = [_row_run(r)[0] for r in TABLE.rows if r.reach]
+    runs = [_row_run(r)[0] for r in TABLE.rows if r.reach and r.reach.scenario]
     runs += [_mirror_run(name, mirror) for name, mirror in EXPECTED]
     for loaded in runs:
         rows = count_passes(loaded)
@@ -121,17 +196,26 @@ def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
 # (scenario, mirror) -> variant -> (syncs per decode step, per prefill step), an exception, or a
 # dict by batch size; None = no such step in the scenario. Each is read from the scenario's own
 # count pass (the gate's: 16 measured steps, a prefill step every 8th); a mirror setting the
-# scenario does not list, from the same scenario with that mirror set.
+# scenario does not list, from the same scenario with that mirror set. Every step of a serving
+# scenario waits once for its results (R01: READBACK of the totals); the direct mode has no
+# scheduler, so none.
+READBACK = 1
 EXPECTED = {
-    ("nonspec", "auto"): {v: (0, 1) for v in VARIANTS},
-    ("eagle", "auto"): {v: (1, 3) for v in VARIANTS},
-    ("specv2_mirror", "auto"): {"before": (1, 2), "after": (1, 2), "dropped": (0, 2)},
+    ("nonspec", "auto"): {v: (0 + READBACK, 1 + READBACK) for v in VARIANTS},
+    ("eagle", "auto"): {v: (1 + READBACK, 3 + READBACK) for v in VARIANTS},
+    ("specv2_mirror", "auto"): {
+        "before": (1 + READBACK, 2 + READBACK),
+        "after": (1 + READBACK, 2 + READBACK),
+        "dropped": (0 + READBACK, 2 + READBACK),
+    },
     ("specv2_mirror", "absent"): {
         "before": "AssertionError",
         "after": "AttributeError",
-        "dropped": (0, 2),
+        "dropped": (0 + READBACK, 2 + READBACK),
     },
-    ("specv2_mirror", "present"): {"before": (1, 2), "after": (1, 2), "dropped": (1, 2)},
+    ("specv2_mirror", "present"): {
+        v: (1 + READBACK, 2 + READBACK) for v in ("before", "after", "dropped")
+    },
     ("direct_no_mirror", "absent"): {
         "before": "AssertionError",
         # eager builds read max_seq_len (F01) and the eager draft extend its length list (F02):

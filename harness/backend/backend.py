@@ -330,12 +330,14 @@ class DeepseekV4AttnBackend:
             seq_lens_cpu = self.policy.capture_mirror_may_d2h(seq_lens, flag)  # F06
         else:
             out_cache_loc = batch.out_cache_loc
-            seq_lens_cpu = self.policy.replay_mirror(batch.seq_lens_cpu, flag)  # F07
+            seq_lens_cpu = batch.seq_lens_cpu
         if mode.is_idle():
             seq_lens = torch.ones(bs, dtype=torch.int64, device=dev)
             seq_lens_cpu = torch.ones(bs, dtype=torch.int64)
             rpi = torch.zeros(bs, dtype=torch.int64, device=dev)
             out_cache_loc = torch.zeros(0, dtype=torch.int64, device=dev)
+        if not in_capture:  # as upstream, after an IDLE batch's lengths are substituted
+            seq_lens_cpu = self.policy.replay_mirror(seq_lens_cpu, flag)  # F07
         seq_lens = seq_lens[:bs].to(torch.int32)
         rpi = rpi[:bs]
         cap = self.MAX_SEQ_LEN_FOR_CAPTURE

@@ -67,11 +67,17 @@ class DPGlobalInfo:
     """What the DP-attention ranks exchanged for this step, as upstream sets it on every batch
     of the step (``_update_gather_batch``, dp_attn.py:118-140): each rank's token count (a
     decode batch counts its requests, dp_attn.py:156-175), whether every rank can replay a CUDA
-    graph (the minimum over ranks) and whether any rank extends (the maximum)."""
+    graph (the minimum over ranks) and whether any rank extends (the maximum); and each rank's
+    tokens that want logprobs (empty: the same as its tokens)."""
 
     global_num_tokens: tuple[int, ...]
     can_run_dp_cuda_graph: bool
     is_extend_in_batch: bool
+    global_num_tokens_for_logprob: tuple[int, ...] = ()
+
+    @property
+    def num_tokens_for_logprob(self) -> tuple[int, ...]:
+        return self.global_num_tokens_for_logprob or self.global_num_tokens
 
 
 @dataclass

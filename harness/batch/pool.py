@@ -10,6 +10,14 @@ Model of sglang's paged pools, just enough for the metadata paths:
 
 All bookkeeping of which page belongs to whom is on the host; device writes use Python-int
 slices and ``torch.arange(device=dev)``, so allocating never syncs.
+
+Freeing can also run upstream's device operations (sglang 504570f4's SWA allocator over two
+paged allocators, behind the chunk cache of a server without the radix cache): a finished
+request's KV (``release_kv``: ``ChunkCache.cache_finished_req``, chunk_cache.py 79-85) and
+the SWA slots behind the window (``free_swa_out_of_window``: mem_cache/common.py 69-110),
+each through ``free_swa`` (allocator/swa.py 347-359) and the paged allocators' ``free``
+(allocator/paged.py 261-270). Those make the syncs upstream makes (L01-L04 of the fidelity
+table); the host lists stay the truth of what is free.
 """
 
 from __future__ import annotations
@@ -22,6 +30,22 @@ import torch
 KV_PAGE_SIZE = 256
 SWA_PAGE_SIZE = 128
 SWA_WINDOW = 128
+
+
+class PagedFreeList:
+    """The device side of upstream's paged allocator ``free`` (allocator/paged.py 261-270):
+    the freed slots' pages, made unique on the device, go to the front of its device list of
+    released pages. Allocation stays on the host, so nothing here reads the list back."""
+
+    def __init__(self, page_size: int, dtype: torch.dtype, device: torch.device):
+        self.page_size = page_size
+        self.released = torch.empty(0, dtype=dtype, device=device)
+
+    def free(self, free_index: torch.Tensor) -> None:
+        if free_index.numel() == 0:
+            return
+        pages = torch.unique(free_index // self.page_size)  # fidelity: L01
+        self.released = torch.cat((pages.to(self.released.dtype), self.released))
 
 
 @dataclass(frozen=True)
@@ -91,6 +115,9 @@ class ReqToTokenPool:
         rng.shuffle(self._free_swa)
         self._free_reqs = list(range(cfg.max_reqs - 1, -1, -1))
         self._reqs: dict[int, _Req] = {}
+        # upstream's device free lists: the full pool's pages and the SWA pool's pages
+        self.full_free = PagedFreeList(cfg.page_size, torch.int32, device)
+        self.swa_free = PagedFreeList(cfg.swa_page_size, torch.int64, device)
 
     # ---- requests -------------------------------------------------------------------------
     @property
@@ -147,14 +174,62 @@ class ReqToTokenPool:
 
     def evict_swa(self, idx: int, seq_len: int, window: int = SWA_WINDOW) -> None:
         """Release SWA pages whose positions all lie before ``seq_len - window`` (no query of
-        this request can attend to them any more)."""
+        this request can attend to them any more), on the host only."""
+        self._release_swa_below(idx, max(seq_len - window, 0))
+
+    def _release_swa_below(self, idx: int, pos: int) -> None:
+        """Host lists: the request's SWA pages wholly before position ``pos`` are free."""
         req = self._reqs[idx]
-        keep_from = max(seq_len - window, 0) // self.swa_page_size
+        keep_from = pos // self.swa_page_size
         for sblock in range(req.swa_evicted_below, keep_from):
             spage = req.swa_pages.pop(sblock, None)
             if spage is not None:
                 self._free_swa.append(spage)
         req.swa_evicted_below = max(req.swa_evicted_below, keep_from)
+
+    # ---- freeing as upstream does on the device --------------------------------------------
+    def release_kv(self, idx: int, committed: int, allocated: int) -> None:
+        """A finished request's KV (``release_kv_cache``, mem_cache/common.py 635-689): its
+        first ``committed`` slots (``ChunkCache.cache_finished_req``, chunk_cache.py 80-85),
+        then those allocated past them from the next page on (speculative decoding's draft
+        slots, l.659-679), each through the SWA allocator's ``free`` (swa.py 318-325: the full
+        pool's, then ``free_swa``); then its row."""
+        spans = [(0, committed)]
+        start = -(-committed // self.page_size) * self.page_size  # ceil_align (l.673)
+        if start < allocated:
+            spans.append((start, allocated))
+        for lo, hi in spans:
+            kv = self.req_to_token[idx, lo:hi]
+            self.full_free.free(kv)
+            self.free_swa(kv)
+        self.free_req(idx)
+
+    def free_swa_out_of_window(self, idx: int, pre_len: int, evicted: int) -> int:
+        """``free_swa_out_of_window_slots`` of the chunk cache (mem_cache/common.py 69-110):
+        SWA slots from ``evicted`` up to ``pre_len - window``, floored to a page, are freed
+        when that passes ``evicted`` (after each page the request crosses). Returns the new
+        evicted length."""
+        page = self.page_size
+        new = max(evicted, pre_len - SWA_WINDOW) // page * page
+        if new <= evicted:
+            return evicted
+        self.free_swa(self.req_to_token[idx, evicted:new])  # common.py 108-110
+        self._release_swa_below(idx, new)
+        return new
+
+    def free_swa(self, free_index: torch.Tensor) -> None:
+        """``SWATokenToKVPoolAllocator.free_swa`` (swa.py 347-359): the full pages of the
+        slots, their SWA slots through a mask of the mapped ones, freed to the SWA pool, and
+        the mapping cleared."""
+        if free_index.numel() == 0:
+            return
+        pages = torch.unique(free_index // self.page_size)  # fidelity: L02
+        offsets = torch.arange(self.page_size, dtype=pages.dtype, device=self.device)
+        mapping = (pages[:, None] * self.page_size + offsets[None, :]).reshape(-1).long()
+        swa = self.full_to_swa[mapping]
+        swa = swa[swa > 0]  # fidelity: L03
+        self.swa_free.free(swa)
+        self.full_to_swa[mapping] = 0  # fidelity: L04
 
     def slot(self, idx: int, pos: int) -> int:
         """Host-known full-space slot of position ``pos`` (no device read)."""

@@ -106,12 +106,13 @@ def capture_sizes(sc: Scenario) -> tuple[int, ...]:
     """The buckets every rank captures: those near any rank's batch size."""
     from harness.serving.buckets import DEFAULT_MAX_BS, capture_buckets
 
-    max_bs = serving_of(sc).cuda_graph_max_bs or DEFAULT_MAX_BS
+    serving = serving_of(sc)
+    max_bs = serving.cuda_graph_max_bs or DEFAULT_MAX_BS
     sizes: set[int] = set()
     for rank in range(dp_of(sc).ranks):
         bs = rank_stream(sc, rank).batch_size
         if bs != IDLE_BATCH_SIZE:
-            sizes.update(capture_buckets(False, max_bs, bs, "near"))
+            sizes.update(capture_buckets(serving.spec is not None, max_bs, bs, "near"))
     return tuple(sorted(sizes))
 
 
@@ -143,4 +144,4 @@ def build_dp_world(sc: Scenario, cell: Cell, device: torch.device, site: DPSite)
     inject = site.inject
     if site.cell.injected and inject is not None and inject.rank == site.rank:
         injection = Injection(inject.kind, inject.region, inject.count, device)
-    return DPWorld(world, site.exchange, injection)
+    return DPWorld(world, site.exchange, injection, dp_of(sc).speculative_skip_dp_mlp_sync)

@@ -13,6 +13,7 @@ blocking copy each), gathered into a (ranks, 1, 7) tensor, inactive ranks' rows 
 through a boolean mask (l.101-103: on the device a nonzero), then read back: the token counts
 with one ``.cpu()`` (l.108), three flags with ``.item()`` (l.111-113), and two-batch overlap's
 ``compute_output`` copies its two columns with another ``.cpu()`` (two_batch_overlap.py:451).
+The fidelity table's rows D02-D09 trace each of them, at every commit.
 On host tensors none of this waits for the device; on device tensors every one of them does.
 """
 
@@ -67,11 +68,12 @@ class MLPSyncExchange:
     def all_gather_may_d2h(self, record: SyncRecord) -> Gathered:
         """Every rank's record, and what the ranks decide from them (dp_attn.py:83-113)."""
         dev = self.device
-        local = torch.tensor(record.values(), dtype=torch.int64, device=dev)  # l.54
-        fallback = torch.tensor(FALLBACK_RECORD, dtype=torch.int64, device=dev)  # l.68-81
+        local = torch.tensor(record.values(), dtype=torch.int64, device=dev)  # fidelity: D02
+        fallback = torch.tensor(FALLBACK_RECORD, dtype=torch.int64, device=dev)  # fidelity: D03
         global_info = torch.empty((self.ranks, 1, RECORD_LEN), dtype=torch.int64, device=dev)
         all_gather_into_tensor(global_info, local, self.group)
-        global_info.view(self.ranks, RECORD_LEN)[self.active_ranks == 0] = fallback  # l.103
+        inactive = self.active_ranks == 0
+        global_info.view(self.ranks, RECORD_LEN)[inactive] = fallback  # fidelity: D04
         return read_back_may_d2h(global_info)
 
 
@@ -90,13 +92,19 @@ def read_back_may_d2h(global_info: torch.Tensor) -> Gathered:
     """What the ranks decide from the gathered records (dp_attn.py:105-113): the same values on
     every rank. On device tensors each read below waits for the device."""
     tp0_info = global_info[:, 0, :]
-    cpu_data = tp0_info[:, :2].cpu()  # l.108: "only one Device-to-Host (D2H) memory copy"
-    global_num_tokens = tuple(int(n) for n in cpu_data[:, 0].tolist())  # the host copy
-    can_cuda_graph = bool(tp0_info[:, 2].min().item())  # l.111
-    is_extend_in_batch = bool(tp0_info[:, 3].max().item())  # l.112
-    can_run_breakable_cuda_graph = bool(tp0_info[:, 6].min().item())  # l.113
+    # "only one Device-to-Host (D2H) memory copy"; the lists below are of the host copy
+    cpu_data = tp0_info[:, :2].cpu()  # fidelity: D05
+    global_num_tokens = tuple(int(n) for n in cpu_data[:, 0].tolist())
+    for_logprob = tuple(int(n) for n in cpu_data[:, 1].tolist())
+    can_cuda_graph = bool(tp0_info[:, 2].min().item())  # fidelity: D06
+    is_extend_in_batch = bool(tp0_info[:, 3].max().item())  # fidelity: D07
+    can_run_breakable_cuda_graph = bool(tp0_info[:, 6].min().item())  # fidelity: D08
     # compute_output(tp0_info[:, 4:6]) copies its two columns even with two-batch overlap off
-    tp0_info[:, 4:6][:, :2].cpu()  # two_batch_overlap.py:451
+    tp0_info[:, 4:6][:, :2].cpu()  # fidelity: D09
     return Gathered(
-        global_num_tokens, can_cuda_graph, is_extend_in_batch, can_run_breakable_cuda_graph
+        global_num_tokens,
+        can_cuda_graph,
+        is_extend_in_batch,
+        can_run_breakable_cuda_graph,
+        for_logprob,
     )

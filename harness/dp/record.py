@@ -85,6 +85,7 @@ class Gathered:
     can_cuda_graph: bool
     is_extend_in_batch: bool
     can_run_breakable_cuda_graph: bool
+    global_num_tokens_for_logprob: tuple[int, ...] = ()
 
     @property
     def need_idle_batch(self) -> bool:
@@ -93,4 +94,9 @@ class Gathered:
 
     def global_info(self) -> DPGlobalInfo:
         """What every batch of the step carries (dp_attn.py:118-140)."""
-        return DPGlobalInfo(self.global_num_tokens, self.can_cuda_graph, self.is_extend_in_batch)
+        return DPGlobalInfo(
+            self.global_num_tokens,
+            self.can_cuda_graph,
+            self.is_extend_in_batch,
+            self.global_num_tokens_for_logprob,
+        )

@@ -95,6 +95,13 @@ class DPConfig:
     inject: InjectConfig | None = field(
         default=None, metadata=rule("a sync planted on one rank (cells without and with it)")
     )
+    speculative_skip_dp_mlp_sync: bool = field(
+        default=False,
+        metadata=rule(
+            "with speculative decoding, one exchange per decode step instead of two "
+            "(upstream's --speculative-skip-dp-mlp-sync)"
+        ),
+    )
     timeout_s: float = field(
         default=60.0,
         metadata=rule(
@@ -116,12 +123,30 @@ def dp_of(sc: Scenario) -> DPConfig:
     return sc.section(SECTION)
 
 
+# the serving modes DP attention runs: without speculation, and the spec-v2 worker
+SERVING_MODES = ("nonspec", "specv2")
+
+
 def check_dp(sc: Scenario) -> None:
     """A DP scenario sweeps the exchange backend, the forward and the injection; what differs
-    between ranks goes in dp.streams, so the serving section's sweeps take one value each."""
+    between ranks goes in dp.streams, so the serving section's sweeps take one value each.
+    With speculative decoding every rank decodes: the speculative worker's IDLE batch (a rank
+    without requests, or one that waits while another prefills) is not modelled."""
     serving = serving_of(sc)
-    if serving.serving_mode != "nonspec":
-        raise ConfigError(SECTION, "DP attention is modelled with serving_mode nonspec only")
+    if serving.serving_mode not in SERVING_MODES:
+        raise ConfigError(
+            SECTION, f"DP attention is modelled with serving_mode {' or '.join(SERVING_MODES)}"
+        )
+    if serving.spec is not None:
+        dp = dp_of(sc)
+        if any(s.idle for s in dp.streams):
+            raise ConfigError(
+                "dp.streams", "an idle rank with speculative decoding is not modelled"
+            )
+        if serving.prefill_every or any(s.prefill_every for s in dp.streams):
+            raise ConfigError(
+                "serving.prefill_every", "0 on every rank with speculative decoding (decode only)"
+            )
     for key in ("variants", "mirror", "batch_sizes"):
         if len(getattr(serving, key)) != 1:
             raise ConfigError(

@@ -5,6 +5,7 @@ A step, as sglang 504570f4's scheduler loops run it (scheduler.py:1531-1626):
     step/scheduler/prepare           schedule the batch (get_next_batch_to_run)
     step/scheduler/prepare           this rank's record (and a planted sync, when there)
     step/scheduler/dp_exchange       all-gather the records, read back the decisions
+                                     (with speculative decoding twice, below)
     (passes)                         the batch, or an IDLE batch when the rank has none
     step/scheduler/commit            the scheduler takes the step's outcome
     step/scheduler/process_result    wait for a batch's results (copy_done.synchronize())
@@ -15,13 +16,16 @@ N-1 (scheduler.py:1585-1612): the wait is on the previous step's copy-done event
 while the host waits for N-1. A rank held up by a sync of its own reaches the next exchange
 late, and every other rank waits for it there. Without overlap (the NCCL exchange's default
 route) a step processes its own results before the next exchange (scheduler.py:1531-1558).
+
+With speculative decoding, unless ``--speculative-skip-dp-mlp-sync``, the ranks first exchange
+the record of their new prefill batch (scheduler.py 2684-2695), so that prefill and decode
+batches are never mixed, and, when no rank has one, exchange again with the decode batch
+(l.2712). The ranks modelled with speculation only decode: every step makes both exchanges.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 from harness.batch.info import ForwardMode
 from harness.dp.exchange import MLPSyncExchange
@@ -38,13 +42,18 @@ class DPWorld:
     """A rank's serving world driven in lockstep with the other ranks (the runner's World)."""
 
     def __init__(
-        self, world: World, exchange: MLPSyncExchange, injection: Injection | None = None
+        self,
+        world: World,
+        exchange: MLPSyncExchange,
+        injection: Injection | None = None,
+        skip_spec_sync: bool = False,
     ) -> None:
         self.world = world
         self.exchange = exchange
         self.injection = injection
         self.overlap = exchange.backend.overlap
-        self._copy_done: Any = None  # the last launched step's event, not yet waited for
+        # the exchange of the new prefill batch before the decode batch's (speculation only)
+        self.prefill_exchange = world.spec is not None and not skip_spec_sync
 
     @property
     def findings(self) -> list[Any]:
@@ -74,6 +83,9 @@ class DPWorld:
                 record = local_record(mode, *_tokens(plan), world.cfg.serving.cuda_graph)
                 self._inject("step/scheduler/prepare")
             with region("scheduler", "dp_exchange"):
+                if self.prefill_exchange:  # no rank has a new prefill batch (decode only)
+                    no_batch = local_record(None, 0, 0, world.cfg.serving.cuda_graph)
+                    self.exchange.all_gather_may_d2h(no_batch)
                 gathered = self.exchange.all_gather_may_d2h(record)
             info = gathered.global_info()
             if plan is not None:
@@ -86,20 +98,11 @@ class DPWorld:
         return world.step_info(n, plan.kind if plan is not None else "idle", passes)
 
     def _process_results(self, launched: bool) -> None:
-        """Record this step's copy-done event (managers/utils.py:144) and wait for the results
-        the loop processes now: the previous step's with overlap, else this step's."""
-        done = None
-        if launched:
-            done = torch.cuda.Event()
-            done.record()
-        if self.overlap:
-            waiting, self._copy_done = self._copy_done, done
-        else:
-            waiting = done
-        with region("scheduler", "process_result"):
-            self._inject("step/scheduler/process_result")
-            if waiting is not None:
-                waiting.synchronize()
+        """The world's result read-back, in the loop of this rank's exchange: the previous
+        step's results with overlap, else this step's."""
+        self.world.process_results(
+            launched, self.overlap, lambda: self._inject("step/scheduler/process_result")
+        )
 
     def _inject(self, region_path: str) -> None:
         if self.injection is not None:

@@ -22,11 +22,14 @@ _ANCHOR = re.compile(r"#\s*fidelity:\s*([A-Z]\d+[a-z]?)\b")
 
 @dataclass(frozen=True)
 class Reach:
-    """The project run that exercises a row, and what each named variant shows there."""
+    """What exercises a row: a scenario run (and what each named variant shows there), or an
+    in-process probe of code that runs in processes of its own (and what each of its cases
+    shows)."""
 
-    scenario: str
+    scenario: str | None
     overrides: tuple[str, ...]
-    expect: dict[str, str]  # variant -> sync kind, "none", or an exception type name
+    expect: dict[str, str]  # variant or case -> sync kind, "none", or an exception type name
+    probe: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,20 @@ def load_table(path: Path = TABLE) -> Table:
                 id=r["id"],
                 what=r["what"],
                 upstream=r["upstream"],
-                reach=None
-                if reach is None
-                else Reach(reach["scenario"], tuple(reach.get("set", ())), dict(reach["expect"])),
+                reach=None if reach is None else _reach(reach),
                 unreachable=r.get("unreachable"),
             )
         )
     return Table(data["commits"], rows, data.get("out_of_scope", []))
+
+
+def _reach(reach: dict[str, Any]) -> Reach:
+    return Reach(
+        reach.get("scenario"),
+        tuple(reach.get("set", ())),
+        dict(reach["expect"]),
+        reach.get("probe"),
+    )
 
 
 # the variants the table has a commit of: a column each
@@ -95,7 +105,11 @@ def render_markdown(table: Table, found: dict[str, list[tuple[str, int]]]) -> st
             where = f"{u['line']}" if u.get("line") else "-"
             cells.append(f"{where}: {u['effect']}")
         project = ", ".join(f"{f}:{n}" for f, n in found.get(r.id, [])) or "-"
-        if r.reach is not None:
+        if r.reach is not None and r.reach.probe is not None:
+            reached = f"probe `{r.reach.probe}`: " + ", ".join(
+                f"{case} {effect}" for case, effect in r.reach.expect.items()
+            )
+        elif r.reach is not None:
             sets = " ".join(f"--set {s}" for s in r.reach.overrides)
             reached = f"`{r.reach.scenario}` {sets}".strip()
         else:

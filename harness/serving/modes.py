@@ -13,7 +13,8 @@
 
 The speculative worker's own host work is modelled in the speculative serving modes: the two
 small pageable copies of ``eagle_prepare_for_decode`` (S06), the two of a draft-extend batch
-built from host lists (S07, skipped on the GPU-only path when the batch has no mirror), and the
+built from host lists (S07, skipped on the GPU-only path when the batch has no mirror), the two
+of the draft model's prefill batch (S08), and the
 tree-mask sizing that reads ``attn_backend.max_context_len`` when the batch has no
 ``seq_lens_sum`` (S04).
 
@@ -59,6 +60,9 @@ class ServingMode:
     # batches come from the serving stack (scheduler, ForwardBatch.init_new, the speculative
     # worker), not built by hand as the direct mode does
     serving_stack = True
+    # the scheduler loop: True, the overlap scheduler (a step processes the previous step's
+    # results); False, the normal loop (its own); None, no scheduler (no results processed)
+    overlap: bool | None = True
 
     def decode(
         self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None
@@ -99,14 +103,12 @@ class ServingMode:
                 s for i in items for s in stack.pool.slots(i.pool_idx, i.prefix_len, i.seq_len)
             ]
             out = host_to_device_async(slots, torch.int64, dev)
-            if self.serving_stack:  # ForwardBatch.init_new from the scheduler's host lists (S07)
-                ext_dev = extend_lists_to_device([i.prefix_len for i in items], ext, dev)
-            else:
-                ext_dev = host_to_device_async(ext, torch.int32, dev)
-            start = extend_start_loc_of(ext_dev)
         mirror = self.prefill_mirror(stack, lens)
+        prefix = [i.prefix_len for i in items]
         passes = []
-        for backend in stack.prefill_backends():
+        for n, backend in enumerate(stack.prefill_backends()):
+            ext_dev = self._prefill_extend_lens(stack, prefix, ext, dp, draft=n > 0)
+            start = extend_start_loc_of(ext_dev)
             batch = ForwardBatch(
                 ForwardMode.EXTEND, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
                 mirror.seq_lens_sum, extend_seq_lens=ext_dev, extend_seq_lens_cpu=list(ext),
@@ -119,6 +121,31 @@ class ServingMode:
                 stack.relay.publish(rpi, seq_lens)
         self.end_of_step(stack, rows, seq_lens)
         return passes
+
+    def _prefill_extend_lens(
+        self,
+        stack: ServingStack,
+        prefix: list[int],
+        ext: list[int],
+        dp: DPGlobalInfo | None,
+        *,
+        draft: bool,
+    ) -> torch.Tensor:
+        """A prefill forward batch's extend lengths on the device. In the serving stack each
+        forward batch comes from its own ``ForwardBatch.init_new`` of the scheduler's host
+        lists (S07, and D01 with DP attention): the target model's, then with EAGLE the draft
+        model's (eagle_worker_v2.py 814, S08)."""
+        dev = stack.device
+        if not self.serving_stack:
+            with region("scheduler", "prepare"):
+                return host_to_device_async(ext, torch.int32, dev)
+        if draft:
+            with region("worker", "prepare"):
+                dp_tokens_to_device(dp, dev)
+                return extend_lists_to_device(prefix, ext, dev)  # fidelity: S08
+        with region("scheduler", "prepare"):
+            dp_tokens_to_device(dp, dev)
+            return extend_lists_to_device(prefix, ext, dev)
 
 
 def _prefill_forward(stack: ServingStack, backend, batch: ForwardBatch) -> Callable[[], None]:
@@ -156,6 +183,7 @@ def decode_one_pass(
         seq_lens = host_to_device_async(new_lens, torch.int64, dev)
         slots = [stack.pool.slot(r, n) for r, n in zip(rows, plan.seq_lens)]
         out = host_to_device_async(slots, torch.int64, dev)
+        dp_tokens_to_device(dp, dev)
     mirror = mode.decode_mirror(stack, rows, new_lens, seq_lens)
     batch = ForwardBatch(
         ForwardMode.DECODE, len(rows), seq_lens, rpi, out, mirror.seq_lens_cpu,
@@ -173,6 +201,7 @@ def idle_pass(stack: ServingStack, dp: DPGlobalInfo) -> list[Pass]:
     dev = stack.device
     with region("scheduler", "prepare"):
         empty = [torch.empty(0, dtype=torch.int64, device=dev) for _ in range(3)]
+        dp_tokens_to_device(dp, dev)
     mirror = host_known_mirror([])
     batch = ForwardBatch(
         ForwardMode.IDLE, 0, *empty, mirror.seq_lens_cpu, mirror.seq_lens_sum, dp=dp
@@ -197,6 +226,7 @@ class Eagle(ServingMode):
 
     name = "eagle"
     spec = True
+    overlap = False
 
     def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
         rows = list(plan.pool_indices)
@@ -207,8 +237,8 @@ class Eagle(ServingMode):
                 eagle_prepare_for_decode(stack, lens)
             seq_lens = stack.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
         mirror = self.decode_mirror(stack, rows, lens, seq_lens)
-        passes = [self._draft(stack, rpi, seq_lens, mirror, lens)]
-        verify_pass, verify_out = self._verify(stack, rpi, seq_lens, mirror, lens)
+        passes = [self._draft(stack, rpi, seq_lens, mirror, lens, dp)]
+        verify_pass, verify_out = self._verify(stack, rpi, seq_lens, mirror, lens, dp)
         passes.append(verify_pass)
         with region("scheduler", "prepare"):
             # Stand-in for the verify's sampling result (accept lengths land on the device).
@@ -216,7 +246,7 @@ class Eagle(ServingMode):
             new_seq_lens = seq_lens + accept
         with region("scheduler", "publish"):
             stack.relay.publish(rpi, new_seq_lens)  # on_publish, before the draft extend
-        passes.append(self._draft_extend(stack, rpi, seq_lens, verify_out, mirror, lens))
+        passes.append(self._draft_extend(stack, rpi, seq_lens, verify_out, mirror, lens, dp))
         self.end_of_step(stack, rows, new_seq_lens)
         return passes
 
@@ -233,7 +263,8 @@ class Eagle(ServingMode):
         stack.host_lens.update(zip(rows, blocking_copy_d2h(new_seq_lens)))
 
     # ---- the passes ----------------------------------------------------------------------
-    def _draft(self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens) -> Pass:
+    # Under DP attention every batch of the step carries what the ranks decided (``dp``).
+    def _draft(self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens, dp) -> Pass:
         spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
             # Draft steps write KV at L .. L+steps-1 (request-major, topk 1).
@@ -241,7 +272,7 @@ class Eagle(ServingMode):
             dm = mirror.shifted(1)
             draft = ForwardBatch(
                 ForwardMode.DECODE, bs, seq_lens + 1, rpi, out, dm.seq_lens_cpu, dm.seq_lens_sum,
-                spec_info=spec,
+                spec_info=spec, dp=dp,
             )  # fmt: skip
         rec = stack.runners["draft"].run(draft)
         if self.serving_stack and draft.seq_lens_sum is None:
@@ -249,23 +280,26 @@ class Eagle(ServingMode):
         return rec, [n + 1 for n in lens]
 
     def _verify(
-        self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens
+        self, stack: ServingStack, rpi, seq_lens, mirror: Mirror, lens, dp
     ) -> tuple[Pass, torch.Tensor]:
         spec, bs = stack.spec, int(rpi.shape[0])
         with region("scheduler", "prepare"):
             out = _slots(stack, rpi, seq_lens, spec.draft_token_num)
             verify = ForwardBatch(
                 ForwardMode.TARGET_VERIFY, bs, seq_lens, rpi, out, mirror.seq_lens_cpu,
-                mirror.seq_lens_sum, spec_info=spec,
+                mirror.seq_lens_sum, spec_info=spec, dp=dp,
             )  # fmt: skip
         return (stack.runners["verify"].run(verify), lens), out
 
-    def _draft_extend(self, stack: ServingStack, rpi, seq_lens, out, mirror: Mirror, lens) -> Pass:
+    def _draft_extend(
+        self, stack: ServingStack, rpi, seq_lens, out, mirror: Mirror, lens, dp
+    ) -> Pass:
         d = stack.spec.draft_token_num
         with region("worker", "prepare"):
             batch = draft_extend_batch(
                 stack, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
             )
+            batch.dp = dp
         runner = stack.runners.get("draft_extend")
         rec = (
             runner.run(batch)
@@ -290,6 +324,16 @@ def eagle_prepare_for_decode(stack: ServingStack, lens: Sequence[int]) -> None:
     dev = stack.device
     pageable_to_device_nonblocking(cur, torch.int32, dev)  # fidelity: S06
     pageable_to_device_nonblocking(nxt, torch.int32, dev)
+
+
+def dp_tokens_to_device(dp: DPGlobalInfo | None, dev: torch.device) -> None:
+    """``ForwardBatch.init_new`` of a DP-attention batch moves every rank's token counts, and
+    those that want logprobs, to the device from pageable lists, non-blocking (D01); IDLE
+    batches too (forward_batch_info.py 787-794 run before the IDLE return)."""
+    if dp is None:
+        return
+    pageable_to_device_nonblocking(dp.global_num_tokens, torch.int64, dev)  # fidelity: D01
+    pageable_to_device_nonblocking(dp.num_tokens_for_logprob, torch.int64, dev)
 
 
 def extend_lists_to_device(
@@ -343,6 +387,7 @@ class SpecV2(Eagle):
 
     name = "specv2"
     mirror_settings = ("auto", "present", "absent")
+    overlap = True
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.relay_wants_mirror
@@ -366,6 +411,7 @@ class Direct(Eagle):
     spec = None
     mirror_settings = ("present", "absent")
     serving_stack = False
+    overlap = None
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.mirror == "present"

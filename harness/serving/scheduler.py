@@ -12,7 +12,9 @@ Per step the plan is one of
 Requests finish (output budget spent or context full) and new ones arrive to replace them, so
 the batch composition changes while its size stays ``batch_size``. With ``prefill_every = 0``
 arrivals join directly with their prompt already in the KV cache (a decode instance of a
-prefill/decode-disaggregated deployment).
+prefill/decode-disaggregated deployment). A finished request's pages go back to the host free
+lists only, and SWA pages behind the window every step: the device frees upstream makes for
+them, and their syncs, are the request lifecycle's (harness.lifecycle).
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ world.findings               # stale_mirror findings
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -60,6 +61,37 @@ class WorldConfig:
         return capture_buckets(self.spec is not None, max_bs, self.batch_size, self.capture)
 
 
+class StepScheduler(Protocol):
+    """What the world asks of its scheduler (harness.serving.scheduler's, or another world's
+    that changes the batch its own way)."""
+
+    def peek(self) -> tuple[str, int]: ...
+    def schedule(self) -> StepPlan: ...
+    def commit(self, plan: StepPlan) -> list[int]: ...
+    def lengths(self) -> dict[int, int]: ...
+
+
+SchedulerFactory = Callable[["WorldConfig", ReqToTokenPool], StepScheduler]
+
+
+def fixed_batch_scheduler(cfg: WorldConfig, pool: ReqToTokenPool) -> Scheduler:
+    """The serving world's own: a batch of ``batch_size`` requests, each finished one
+    replaced (harness.serving.scheduler)."""
+    serving = cfg.serving
+    return Scheduler(
+        SchedulerConfig(
+            batch_size=cfg.batch_size,
+            context_len=serving.context_len,
+            seed=cfg.seed,
+            prefill_every=serving.prefill_every,
+            spec=cfg.spec,
+            accept=accept_config(cfg),
+            prompt_len=cfg.prompt_len,
+        ),
+        pool,
+    )
+
+
 @dataclass(frozen=True)
 class ForwardPass:
     forward_mode: str
@@ -80,7 +112,12 @@ class StepInfo:
 
 
 class World:
-    def __init__(self, cfg: WorldConfig, device: torch.device):
+    def __init__(
+        self,
+        cfg: WorldConfig,
+        device: torch.device,
+        scheduler: SchedulerFactory = fixed_batch_scheduler,
+    ):
         self.cfg = cfg
         self.device = device
         serving = cfg.serving
@@ -89,25 +126,16 @@ class World:
         draft_slots = max(8, spec.draft_token_num if spec else 1)
         self.pool = ReqToTokenPool(
             PoolConfig(
-                max_reqs=cfg.batch_size + 1,
+                # a row per request, and as many as the largest captured bucket pads to (a
+                # DP-attention rank replays the bucket of the largest rank's batch)
+                max_reqs=max(cfg.batch_size, *cfg.capture_bs) + 1,
                 context_len=serving.context_len,
                 draft_slots=draft_slots,
                 seed=cfg.seed,
             ),
             device,
         )
-        self.scheduler = Scheduler(
-            SchedulerConfig(
-                batch_size=cfg.batch_size,
-                context_len=serving.context_len,
-                seed=cfg.seed,
-                prefill_every=serving.prefill_every,
-                spec=spec,
-                accept=AcceptConfig(_accept_mean(serving), cfg.accept_dist),
-                prompt_len=cfg.prompt_len,
-            ),
-            self.pool,
-        )
+        self.scheduler = scheduler(cfg, self.pool)
         bcfg = BackendConfig(
             model=serving.model,
             variant=cfg.variant,
@@ -145,6 +173,7 @@ class World:
             relay_wants_mirror=forced.get(cfg.mirror, self.needs_cpu_seq_lens),
             runners=self.runners,
         )
+        self._copy_done: torch.cuda.Event | None = None  # launched, its results not yet waited
         self._findings: list[Finding] = []
         self._pending: list[tuple] = []  # (step, pass record, truth) awaiting the stale check
         self.step_count = 0
@@ -215,6 +244,7 @@ class World:
         with self.stepping() as n, tags(forward_mode=step_mode, path=step_path), region("step"):
             plan = self.plan_step()
             passes = self.run_plan(plan)
+            self.process_results(launched=True)
         return self.step_info(n, plan.kind, passes)
 
     # The pieces of a step, for callers that put work between them (DP attention exchanges
@@ -254,6 +284,32 @@ class World:
         with region("scheduler", "commit"):
             self.scheduler.commit(plan)
         return passes
+
+    def process_results(
+        self,
+        launched: bool,
+        overlap: bool | None = None,
+        before_wait: Callable[[], None] | None = None,
+    ) -> None:
+        """Record this step's copy-done event (managers/utils.py 144) and wait for the results
+        the scheduler loop processes now (batch_result_processor.py 187 prefill, 635 decode,
+        623 idle): the previous step's with the overlap scheduler, else this step's.
+        ``overlap``: the loop's (DP attention: its exchange's), default the serving mode's;
+        ``before_wait``: work in the region before the wait (DP attention's planted sync).
+        The direct mode has no scheduler: nothing is processed."""
+        overlap = self.mode.overlap if overlap is None else overlap
+        if overlap is None or not (self.device.type == "cuda" or is_emulated(self.device)):
+            return
+        done = None
+        if launched:
+            done = torch.cuda.Event()
+            done.record()
+        waiting, self._copy_done = (self._copy_done, done) if overlap else (done, None)
+        with region("scheduler", "process_result"):
+            if before_wait is not None:
+                before_wait()
+            if waiting is not None:
+                waiting.synchronize()  # fidelity: R01
 
     def run_idle(self, dp: DPGlobalInfo) -> list[Pass]:
         """DP attention: this rank has no requests but another has, so it runs an IDLE batch."""
@@ -298,5 +354,12 @@ def _accept_mean(serving: ServingConfig) -> float:
     return (serving.spec or SpecConfig()).accept_mean
 
 
-def build_world(cfg: WorldConfig, device: torch.device) -> World:
-    return World(cfg, device)
+def accept_config(cfg: WorldConfig) -> AcceptConfig:
+    """The accept-length distribution of a world's verifies."""
+    return AcceptConfig(_accept_mean(cfg.serving), cfg.accept_dist)
+
+
+def build_world(
+    cfg: WorldConfig, device: torch.device, scheduler: SchedulerFactory = fixed_batch_scheduler
+) -> World:
+    return World(cfg, device, scheduler)
