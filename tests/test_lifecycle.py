@@ -12,7 +12,7 @@ from harness.fidelity import anchors
 from harness.lifecycle.rates import HAZARD_KINDS, rate_differences, site_rates
 from harness.lifecycle.scheduler import LifecycleScheduler
 from harness.lifecycle.section import LifecycleConfig
-from harness.results.tables import COLUMNS
+from harness.results.tables import PASS_COLUMNS
 from harness.scenario import load_scenario
 from harness.serving.accept import AcceptConfig
 from harness.sync import SyncKind, SyncLedger, emulated_device
@@ -100,8 +100,8 @@ def _tables(rows):
     import pandas as pd
 
     return (
-        pd.DataFrame(rows.counts, columns=COLUMNS["counts"]),
-        pd.DataFrame(rows.syncs, columns=COLUMNS["syncs"]),
+        pd.DataFrame(rows.counts, columns=PASS_COLUMNS["counts"]),
+        pd.DataFrame(rows.syncs, columns=PASS_COLUMNS["syncs"]),
     )
 
 
