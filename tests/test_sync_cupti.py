@@ -102,6 +102,19 @@ def test_an_interceptor_recording_its_own_call_silences_cupti(driver: FakeCupti)
     assert led.events == [] and cupti.driver_calls() == before + 1
 
 
+def test_on_the_emulated_device_a_real_driver_call_is_the_harness_own(driver: FakeCupti) -> None:
+    # on a GPU machine the emulated device's own machinery may call the driver; its door has
+    # already recorded the wait by CUDA's rules
+    with SyncLedger() as led:
+        STATE.emulated += 1
+        try:
+            driver.fire("cuEventSynchronize")
+        finally:
+            STATE.emulated -= 1
+        driver.fire("cuEventSynchronize")
+    assert [e.op for e in led.events] == ["cuEventSynchronize"]
+
+
 def test_a_failing_callback_never_reaches_the_driver_call(driver: FakeCupti) -> None:
     with SyncLedger() as led:
         assert driver.callback is not None
