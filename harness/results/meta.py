@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import importlib.metadata
 import os
@@ -9,6 +10,7 @@ import platform
 import shlex
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,12 @@ def git_info() -> dict[str, Any]:
 
 def machine_info() -> dict[str, Any]:
     """pytest-benchmark's machine_info (same keys), minus the long CPU flag list."""
+    return copy.deepcopy(_machine_info())
+
+
+@cache
+def _machine_info() -> dict[str, Any]:
+    # the same for the whole process, and slow to ask (py-cpuinfo starts an interpreter)
     try:
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
