@@ -26,7 +26,13 @@ from harness.batch.info import SpecInfo
 from harness.batch.pool import ReqToTokenPool
 from harness.lifecycle.section import LifecycleConfig
 from harness.serving.accept import AcceptConfig
-from harness.serving.scheduler import PADDING_REQ, PrefillItem, StepPlan, tokens_per_step
+from harness.serving.scheduler import (
+    PADDING_REQ,
+    PrefillItem,
+    StepPlan,
+    decode_plan,
+    tokens_per_step,
+)
 
 
 @dataclass
@@ -151,16 +157,7 @@ class LifecycleScheduler:
         for req in self.running:
             req.allocated = req.seq_len + self.width
             self.pool.reserve(req.pool_idx, req.allocated)
-        accept = None
-        if self._accept is not None:
-            accept = tuple(self._accept(self.rng, len(self.running)))
-        return StepPlan(
-            index=index,
-            kind="decode",
-            pool_indices=tuple(r.pool_idx for r in self.running),
-            seq_lens=tuple(r.seq_len for r in self.running),
-            accept_lens=accept,
-        )
+        return decode_plan(index, self.running, self._accept, self.rng)
 
     def _sweep_swa(self) -> None:
         """``maybe_evict_swa`` on a sweep iteration: every request that decoded before frees

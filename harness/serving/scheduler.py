@@ -20,11 +20,13 @@ them, and their syncs, are the request lifecycle's (harness.lifecycle).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.batch.info import SpecInfo
 from harness.batch.pool import ReqToTokenPool
-from harness.serving.accept import AcceptConfig
+from harness.serving.accept import AcceptConfig, AcceptSampler
 
 PADDING_REQ = 0  # request row 0 is the CUDA-graph padding row: never given to a request
 
@@ -104,6 +106,25 @@ class StepPlan:
     @property
     def batch_size(self) -> int:
         return len(self.pool_indices)
+
+
+def decode_plan(
+    index: int,
+    running: Sequence[Any],
+    accept: AcceptSampler | None,
+    rng: random.Random,
+    **extra: Any,
+) -> StepPlan:
+    """The decode step of the running requests (anything with `pool_idx` and `seq_len`), with
+    their drafts' accepted lengths drawn when speculating."""
+    return StepPlan(
+        index=index,
+        kind="decode",
+        pool_indices=tuple(r.pool_idx for r in running),
+        seq_lens=tuple(r.seq_len for r in running),
+        accept_lens=None if accept is None else tuple(accept(rng, len(running))),
+        **extra,
+    )
 
 
 class Scheduler:
@@ -233,14 +254,4 @@ class Scheduler:
         width = self.cfg.tokens_per_step
         for req in self.running:
             self.pool.reserve(req.pool_idx, req.seq_len + width)
-        accept = None
-        if self._accept is not None:
-            accept = tuple(self._accept(self.rng, len(self.running)))
-        return StepPlan(
-            index=index,
-            kind="decode",
-            pool_indices=tuple(r.pool_idx for r in self.running),
-            seq_lens=tuple(r.seq_len for r in self.running),
-            accept_lens=accept,
-            admitted_direct=direct,
-        )
+        return decode_plan(index, self.running, self._accept, self.rng, admitted_direct=direct)
