@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,9 +67,12 @@ def imports_of(path: Path) -> list[Import]:
     module = _module_of(path)
     source = package_of(module)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    rel = path.relative_to(REPO)
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        where = f"{rel}:{node.lineno}"
         if isinstance(node, ast.Import):
             out += [Import(where, source, package_of(a.name), a.name, None) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -80,19 +85,17 @@ def imports_of(path: Path) -> list[Import]:
     return out
 
 
-def house_imports() -> list[Import]:
+@cache  # read once per process, by the first test that asks (not at collection)
+def house_imports() -> tuple[Import, ...]:
     files = sorted([*HARNESS.rglob("*.py"), *(REPO / "kernels").rglob("*.py")])
-    return [imp for f in files for imp in imports_of(f)]
-
-
-IMPORTS = house_imports()
+    return tuple(imp for f in files for imp in imports_of(f))
 
 
 def _ours(pkg: str) -> bool:
     return pkg == "kernels" or pkg.startswith("harness")
 
 
-def cycles(imports: list[Import]) -> list[list[str]]:
+def cycles(imports: Sequence[Import]) -> list[list[str]]:
     """The package cycles (strongly connected components of more than one package)."""
     graph: dict[str, set[str]] = defaultdict(set)
     for imp in imports:
@@ -128,7 +131,7 @@ def cycles(imports: list[Import]) -> list[list[str]]:
     return out
 
 
-def wrong_way(imports: list[Import]) -> list[str]:
+def wrong_way(imports: Sequence[Import]) -> list[str]:
     """Every import against a rule other than the cycles', as `file:line: what`."""
     bad = []
     for imp in imports:
@@ -158,17 +161,17 @@ def test_the_worlds_are_the_packages_with_a_plugin() -> None:
 
 
 def test_no_import_goes_the_wrong_way() -> None:
-    assert wrong_way(IMPORTS) == []
+    assert wrong_way(house_imports()) == []
 
 
 def test_no_cycle_between_packages() -> None:
-    assert cycles(IMPORTS) == []
+    assert cycles(house_imports()) == []
 
 
 def _planted(source_file: str, module: str, name: str | None = None) -> list[Import]:
     """The house's imports with one more, as if `source_file` had it."""
     source = package_of(_module_of(REPO / source_file))
-    return [*IMPORTS, Import(f"{source_file}:1", source, package_of(module), module, name)]
+    return [*house_imports(), Import(f"{source_file}:1", source, package_of(module), module, name)]
 
 
 def test_a_planted_wrong_way_import_fails_the_rules() -> None:

@@ -71,20 +71,23 @@ def _check_devices(plan: _Plan, args: tuple, kwargs: dict) -> None:
     """Host tensors may only be 0-dim scalars, or the arguments CUDA takes from the host."""
     func, host_only, host_ok = plan.func, plan.host_only, plan.host_ok
     for i, x in enumerate((*args, *kwargs.values()) if kwargs else args):
-        if isinstance(x, EmuTensor):
+        if type(x) is EmuTensor or isinstance(x, EmuTensor):
             if i in host_only:
                 raise EmulationError(
                     f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel "
                     "requires (this would fail on a GPU)"
                 )
+        elif type(x) in _PLAIN or i in host_ok:
             continue
-        if i in host_ok:
-            continue
-        if isinstance(x, (list, tuple)):
+        elif isinstance(x, (list, tuple)):
             for y in x:
                 _check(func, y)
         else:
             _check(func, x)
+
+
+# argument types that hold no tensor (the common case, checked first)
+_PLAIN = frozenset({int, float, bool, type(None), torch.dtype, torch.memory_format, torch.layout})
 
 
 def _unwrap(x: Any) -> Any:
@@ -212,7 +215,9 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     kinds = plan.waits(args, kwargs) if plan.waits is not None else ()
     for kind in kinds:
         record_sync(kind, plan.name)
-    uargs = [a._elem if type(a) is EmuTensor else _unwrap(a) for a in args]
+    uargs = [
+        a._elem if type(a) is EmuTensor else a if type(a) in _PLAIN else _unwrap(a) for a in args
+    ]
     ukwargs = {k: _unwrap(v) for k, v in kwargs.items()}
     if kinds and STATE.wait_timers:  # one call, one wait: timed as its first kind
         out = timed(kinds[0], plan.run, *uargs, **ukwargs)
