@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.checks import sync_gpu, sync_oracle, sync_overhead
+from harness.checks import emulated_cost, sync_gpu, sync_oracle, sync_overhead
 from harness.sync.catalogue import CASES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_emulated_smoke_run_writes_every_table(
     with (out / "overhead.csv").open() as f:
         configs = {r["config"] for r in csv.DictReader(f)}
     assert {"plain", "regions", "ledger_across_steps", "max_syncs_per_step"} <= configs
-    assert {"region_enter_exit", "ledger_open_close", "emulated_device"} <= configs
+    assert {"region_enter_exit", "ledger_open_close", *emulated_cost.CONFIGS} <= configs
     meta = json.loads((out / "meta.json").read_text())
     assert meta["device_kind"] == "emu" and "nvtx_backend" in meta
     assert not any(p.name.endswith(".tmp") for p in out.iterdir())

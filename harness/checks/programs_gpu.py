@@ -11,8 +11,6 @@ committed expectation. Exit 0 when every program passes on both, 1 otherwise, 2 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 import time
@@ -21,7 +19,7 @@ from pathlib import Path
 import torch
 
 from harness.programs import suite
-from harness.results.files import write_atomic
+from harness.results.files import write_atomic, write_dict_rows
 from harness.results.meta import device_info, git_info, versions
 from harness.sync import cupti
 
@@ -63,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_row(cuda, emu))
         print(f"{program.name}: cuda {'ok' if cuda.ok else 'FAILED'}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomic(args.out / "programs.csv", text.getvalue())
+    write_dict_rows(args.out / "programs.csv", rows)
     meta = {
         "check": "programs_gpu",
         "command": " ".join([sys.executable, "-m", "harness.checks.programs_gpu", *sys.argv[1:]]),

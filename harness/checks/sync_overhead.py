@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import SyncLedger, cupti, emulated_device, max_syncs, region
+from harness.sync import SyncLedger, cupti, max_syncs, region
 
 Mark = Callable[[str], contextlib.AbstractContextManager[object]]
 Step = Callable[[Mark], None]
@@ -41,16 +41,23 @@ TARGETS = (
 )
 
 
-def metadata_step(dev: torch.device, bs: int = 64, ctx: int = 4096) -> Step:
-    """A sync-free step shaped like the metadata paths: gathers, clamps, masks, copies."""
+def metadata_step(
+    dev: torch.device,
+    bs: int = 64,
+    ctx: int = 4096,
+    place: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> Step:
+    """A sync-free step shaped like the metadata paths: gathers, clamps, masks, copies. Its
+    tensors are made on the host and moved to `dev` (or handed to `place`)."""
+    put = place or (lambda t: t.to(dev))
     g = torch.Generator().manual_seed(0)
-    seq_lens = torch.randint(1, ctx, (bs,), generator=g, dtype=torch.int32).to(dev)
-    req_to_token = torch.arange(bs * ctx, dtype=torch.int32).view(bs, ctx).to(dev)
-    pool_idx = torch.randperm(bs, generator=g).to(dev)
-    out_loc = torch.randint(0, bs * ctx, (bs,), generator=g).to(dev)
-    full_to_swa = torch.arange(bs * ctx, dtype=torch.int64).remainder(bs * 128).to(dev)
-    dst = torch.zeros(bs, dtype=torch.int32, device=dev)
-    cols = torch.arange(128, device=dev)
+    seq_lens = put(torch.randint(1, ctx, (bs,), generator=g, dtype=torch.int32))
+    req_to_token = put(torch.arange(bs * ctx, dtype=torch.int32).view(bs, ctx))
+    pool_idx = put(torch.randperm(bs, generator=g))
+    out_loc = put(torch.randint(0, bs * ctx, (bs,), generator=g))
+    full_to_swa = put(torch.arange(bs * ctx, dtype=torch.int64).remainder(bs * 128))
+    dst = put(torch.zeros(bs, dtype=torch.int32))
+    cols = put(torch.arange(128))
 
     def step(mark: Mark) -> None:
         with mark("step"):
@@ -91,13 +98,14 @@ def _drain(dev: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def _time_steps(
+def time_steps(
     step: Step,
     mark: Mark,
     dev: torch.device,
     n: int,
     per_step: Callable[[], contextlib.AbstractContextManager[object]],
 ) -> list[int]:
+    """Host ns of each of `n` steps, after WARMUP untimed ones (the device drained around)."""
     for _ in range(WARMUP):
         with per_step():
             step(mark)
@@ -184,7 +192,8 @@ def _profiling(post_ns: list[int]) -> Iterator[None]:
     post_ns.append(time.perf_counter_ns() - t0)
 
 
-def _rows(config: str, samples: list[int]) -> list[Row]:
+def sample_rows(config: str, samples: list[int]) -> list[Row]:
+    """One row per sample, in ns."""
     return [
         {"config": config, "sample": i, "value": v, "unit": "ns"} for i, v in enumerate(samples)
     ]
@@ -197,8 +206,8 @@ def _interleaved(configs: list[_Config], dev: torch.device, steps: int, rounds: 
     for r in range(rounds):
         for c in configs[r % len(configs) :] + configs[: r % len(configs)]:
             with c.around_round():
-                samples[c.name] += _time_steps(step, c.mark, dev, per_round, c.around_step)
-    return [row for name, values in samples.items() for row in _rows(name, values)]
+                samples[c.name] += time_steps(step, c.mark, dev, per_round, c.around_step)
+    return [row for name, values in samples.items() for row in sample_rows(name, values)]
 
 
 def step_overhead(dev: torch.device, steps: int, rounds: int = 6) -> list[Row]:
@@ -213,7 +222,7 @@ def profiler_overhead(steps: int, rounds: int = 6) -> list[Row]:
     post_ns: list[int] = []
     rows = _interleaved(_profiler_configs(post_ns), torch.device("cuda"), steps, rounds)
     per_profile = max(1, steps // rounds) + WARMUP
-    return rows + _rows("profiler_postprocess_per_step", [v // per_profile for v in post_ns])
+    return rows + sample_rows("profiler_postprocess_per_step", [v // per_profile for v in post_ns])
 
 
 def _loop_ns(body: Callable[[], contextlib.AbstractContextManager[object]], n: int) -> int:
@@ -237,15 +246,6 @@ def enter_exit_costs(n: int = 100_000, reps: int = 5) -> list[Row]:
             value = max(0, (_loop_ns(body, n) - bare) // n)
             rows.append({"config": name, "sample": i, "value": value, "unit": "ns"})
     return rows
-
-
-def emulated_slowdown(steps: int) -> list[Row]:
-    """The same step on plain CPU tensors and on the emulated device."""
-    cpu = torch.device("cpu")
-    plain = _time_steps(metadata_step(cpu), region, cpu, steps, _none)
-    with emulated_device() as dev:
-        emu = _time_steps(metadata_step(dev), region, dev, steps, _none)
-    return _rows("cpu_tensors", plain) + _rows("emulated_device", emu)
 
 
 def median(rows: list[Row], config: str) -> float | None:

@@ -8,13 +8,15 @@ the last one wins, and no reader ever sees a torn file.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,15 @@ def write_atomic(path: Path, data: str | bytes) -> str:
         f.flush()
         os.fsync(f.fileno())
     return sha256_hex(raw)
+
+
+def write_dict_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> str:
+    """A CSV of `rows` (columns: every key, in first-seen order), written atomically."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(path, out.getvalue())
 
 
 def json_text(obj: Any) -> str:

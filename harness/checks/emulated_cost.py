@@ -1,0 +1,142 @@
+"""What the emulated device costs on the host, against plain CPU tensors and against the least
+any tensor-subclass emulation pays.
+
+The emulated device sees each op twice in Python: a torch-function mode (factories, host-to-device
+moves, the op's user-facing name) and a wrapper subclass's `__torch_dispatch__` (each aten op:
+device checks, transfers, waits). `wrapper_floor` runs the same step through a mode and a wrapper
+subclass that do nothing but unwrap, run the CPU kernel and rewrap: the cost of the design itself,
+below which no rule-keeping can go. The three run interleaved round by round; every sample is
+kept (one row per step, ns).
+
+    python -m harness.checks.emulated_cost --out DIR [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from harness.checks import sync_overhead
+from harness.checks.sync_overhead import Row, sample_rows, time_steps
+from harness.results.files import write_atomic, write_dict_rows
+from harness.results.meta import device_info, git_info, versions
+from harness.sync import emulated_device, region
+
+CONFIGS = ("cpu_tensors", "wrapper_floor", "emulated_device")
+_CPU = torch.device("cpu")
+
+
+def _unwrap(x: Any) -> Any:
+    if type(x) is FloorTensor:
+        return x.elem
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(y) for y in x)
+    if isinstance(x, torch.device) and x.type == "meta":
+        return _CPU
+    return x
+
+
+class FloorTensor(torch.Tensor):
+    """A `meta` wrapper around CPU values whose dispatch only unwraps, runs and rewraps."""
+
+    elem: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor) -> FloorTensor:
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.shape,
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            device="meta",
+        )
+        r.elem = elem
+        return r
+
+    @classmethod
+    def __torch_dispatch__(cls, func, _types, args=(), kwargs=None):  # type: ignore[override]
+        out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
+        return FloorTensor(out) if isinstance(out, torch.Tensor) else out
+
+
+class FloorMode(TorchFunctionMode):
+    """A torch-function mode that passes every call through; Python scalars given to `where`
+    become host tensors (on `meta` they would hold no value), as the emulated device's do."""
+
+    def __torch_function__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
+        if func is torch.where:
+            args = tuple(torch.tensor(a) if isinstance(a, (int, float)) else a for a in args)
+        return func(*args, **(kwargs or {}))
+
+
+def cost_rows(steps: int, rounds: int = 5) -> list[Row]:
+    """Host ns per metadata step of each configuration, `rounds` interleaved rounds."""
+    samples: dict[str, list[int]] = {c: [] for c in CONFIGS}
+    per_round = max(1, steps // rounds)
+    for _ in range(rounds):
+        samples["cpu_tensors"] += time_steps(
+            sync_overhead.metadata_step(_CPU), region, _CPU, per_round, contextlib.nullcontext
+        )
+        with FloorMode():
+            step = sync_overhead.metadata_step(_CPU, place=FloorTensor)
+            samples["wrapper_floor"] += time_steps(
+                step, region, _CPU, per_round, contextlib.nullcontext
+            )
+        with emulated_device() as dev:
+            step = sync_overhead.metadata_step(dev)
+            samples["emulated_device"] += time_steps(
+                step, region, dev, per_round, contextlib.nullcontext
+            )
+    return [row for name, values in samples.items() for row in sample_rows(name, values)]
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """The medians and their ratios, one line each."""
+    med = {
+        c: statistics.median(float(r["value"]) for r in rows if r["config"] == c)  # type: ignore[arg-type]
+        for c in CONFIGS
+    }
+    cpu, floor, emu = (med[c] for c in CONFIGS)
+    return [
+        f"cpu_tensors      {cpu / 1e3:8.1f} us",
+        f"wrapper_floor    {floor / 1e3:8.1f} us  {floor / cpu:.2f}x cpu_tensors",
+        f"emulated_device  {emu / 1e3:8.1f} us  {emu / cpu:.2f}x cpu_tensors, "
+        f"{emu / floor:.2f}x wrapper_floor",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.checks.emulated_cost", description=__doc__)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
+    ap.add_argument("--steps", type=int, default=500, help="timed steps per configuration")
+    args = ap.parse_args(argv)
+    rows = cost_rows(args.steps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_dict_rows(args.out / "emulated_cost.csv", rows)
+    meta = {
+        "check": "emulated_cost",
+        "command": " ".join([sys.executable, "-m", "harness.checks.emulated_cost", *sys.argv[1:]]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "steps": args.steps,
+        **device_info("cuda" if torch.cuda.is_available() else "emu"),
+        **versions(),
+        **git_info(),
+    }
+    write_atomic(args.out / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+    print("\n".join(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

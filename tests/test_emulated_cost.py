@@ -1,0 +1,43 @@
+"""`python -m harness.checks.emulated_cost`: the emulated device's step against plain CPU tensors
+and against the floor of any wrapper-subclass emulation, every sample kept."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.checks import emulated_cost, sync_overhead
+from harness.checks.emulated_cost import FloorMode, FloorTensor
+
+
+def test_the_floor_runs_the_cpu_kernels_on_real_values() -> None:
+    t = torch.arange(-4, 12, dtype=torch.int32)
+    idx = torch.randperm(16)
+    with FloorMode():
+        x, i = FloorTensor(t), FloorTensor(idx)
+        y = torch.where(x[i] > 3, x[i] // 2, -1).clamp(min=0)
+    assert type(y) is FloorTensor and y.device.type == "meta"
+    assert torch.equal(y.elem, torch.where(t[idx] > 3, t[idx] // 2, -1).clamp(min=0))
+
+
+def test_a_run_keeps_every_sample_of_every_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sync_overhead, "WARMUP", 1)
+    step = functools.partial(sync_overhead.metadata_step, bs=8, ctx=512)
+    monkeypatch.setattr(sync_overhead, "metadata_step", step)
+    assert emulated_cost.main(["--out", str(tmp_path), "--steps", "10"]) == 0
+    with (tmp_path / "emulated_cost.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert Counter(r["config"] for r in rows) == {c: 10 for c in emulated_cost.CONFIGS}
+    assert {r["unit"] for r in rows} == {"ns"} and all(int(r["value"]) > 0 for r in rows)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["check"] == "emulated_cost" and meta["steps"] == 10 and "torch_version" in meta
+    text = capsys.readouterr().out
+    assert "x wrapper_floor" in text and "x cpu_tensors" in text
