@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +24,8 @@ from torch.overrides import TorchFunctionMode
 
 from harness.checks import sync_overhead
 from harness.checks.sync_overhead import Row, sample_rows, time_steps
-from harness.results.files import write_atomic, write_dict_rows
-from harness.results.meta import device_info, git_info, versions
+from harness.results.files import write_dict_rows
+from harness.results.meta import write_check_meta
 from harness.sync import emulated_device, region
 
 CONFIGS = ("cpu_tensors", "wrapper_floor", "emulated_device")
@@ -124,16 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = cost_rows(args.steps)
     args.out.mkdir(parents=True, exist_ok=True)
     write_dict_rows(args.out / "emulated_cost.csv", rows)
-    meta = {
-        "check": "emulated_cost",
-        "command": " ".join([sys.executable, "-m", "harness.checks.emulated_cost", *sys.argv[1:]]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "steps": args.steps,
-        **device_info("cuda" if torch.cuda.is_available() else "emu"),
-        **versions(),
-        **git_info(),
-    }
-    write_atomic(args.out / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+    kind = "cuda" if torch.cuda.is_available() else "emu"
+    write_check_meta(args.out, "emulated_cost", kind, steps=args.steps)
     print("\n".join(summary(rows)))
     return 0
 

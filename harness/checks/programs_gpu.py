@@ -11,16 +11,14 @@ committed expectation. Exit 0 when every program passes on both, 1 otherwise, 2 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from harness.programs import suite
-from harness.results.files import write_atomic, write_dict_rows
-from harness.results.meta import device_info, git_info, versions
+from harness.results.files import write_dict_rows
+from harness.results.meta import write_check_meta
 from harness.sync import cupti
 
 
@@ -62,16 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{program.name}: cuda {'ok' if cuda.ok else 'FAILED'}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_dict_rows(args.out / "programs.csv", rows)
-    meta = {
-        "check": "programs_gpu",
-        "command": " ".join([sys.executable, "-m", "harness.checks.programs_gpu", *sys.argv[1:]]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "cupti": cupti.status(),
-        **device_info("cuda"),
-        **versions(),
-        **git_info(),
-    }
-    write_atomic(args.out / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
+    write_check_meta(args.out, "programs_gpu", "cuda", cupti=cupti.status())
     for r in rows:
         print(
             f"{r['program']:<28}{r['plain']:>6}{r['ledger_syncs']!s:>7}{r['cupti_driver_calls']!s:>7}"

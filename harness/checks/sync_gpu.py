@@ -23,9 +23,7 @@ without a GPU: the catalogue on the emulated device, and the host overheads on C
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,8 +31,8 @@ from pathlib import Path
 import torch
 
 from harness.checks import emulated_cost, sync_oracle, sync_overhead
-from harness.results.files import write_atomic, write_dict_rows
-from harness.results.meta import device_info, git_info, versions
+from harness.results.files import write_dict_rows
+from harness.results.meta import write_check_meta
 from harness.sync import (
     NVTX_BACKEND,
     SyncKind,
@@ -246,20 +244,6 @@ def _summary(cat: list[Row], threshold: tuple[int | None, int] | None, targets: 
     return ok
 
 
-def _meta(args: argparse.Namespace, use_cuda: bool, extra: dict[str, object]) -> dict[str, object]:
-    return {
-        "check": "sync_gpu",
-        "command": " ".join([sys.executable, "-m", "harness.checks.sync_gpu", *sys.argv[1:]]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "nvtx_backend": NVTX_BACKEND,
-        "steps": args.steps,
-        **device_info("cuda" if use_cuda else "emu"),
-        **versions(),
-        **git_info(),
-        **extra,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.sync_gpu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
@@ -292,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         overhead += sync_overhead.profiler_overhead(args.steps)
     write_dict_rows(args.out / "overhead.csv", overhead)
     targets = _print_overhead(overhead)
-    meta = json.dumps(_meta(args, use_cuda, extra), indent=2, default=str) + "\n"
-    write_atomic(args.out / "meta.json", meta)
+    kind = "cuda" if use_cuda else "emu"
+    write_check_meta(
+        args.out, "sync_gpu", kind, nvtx_backend=NVTX_BACKEND, steps=args.steps, **extra
+    )
     return 0 if _summary(cat, threshold, targets) else 1
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import importlib.metadata
+import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from harness.results.files import write_atomic
 from harness.results.tables import FORMAT_VERSION, RESULT_FORMAT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +144,18 @@ def base_meta(
         **scenario,
         "machine_info": machine_info(),
     }
+
+
+def write_check_meta(folder: Path, check: str, device_kind: str, **extra: Any) -> None:
+    """meta.json of one `python -m harness.checks.<check>` run: its command, when, the device,
+    the versions and the checkout, then `extra`."""
+    meta = {
+        "check": check,
+        "command": " ".join([sys.executable, "-m", f"harness.checks.{check}", *sys.argv[1:]]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **device_info(device_kind),
+        **versions(),
+        **git_info(),
+        **extra,
+    }
+    write_atomic(folder / "meta.json", json.dumps(meta, indent=2, default=str) + "\n")
