@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
 import torch
 from runner_fakes import FakeWorld
 
 from harness.results.tables import COLUMNS
 from harness.runner.cells import Cell
-from harness.runner.count_pass import run_cell_count
+from harness.runner.count_pass import PassRows, run_cell_count
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
 from harness.sync import region
@@ -27,15 +28,23 @@ class StagedCopyWorld(FakeWorld):
         return super().step()
 
 
-def test_hazards_are_rows_of_syncs_csv_but_not_counted() -> None:
-    sc = load_scenario("nonspec", ["serving.batch_sizes=[4]", "serving.variants=[after]"]).scenario
+SCENARIO = load_scenario("nonspec", ["serving.batch_sizes=[4]", "serving.variants=[after]"])
+
+
+@pytest.fixture(scope="module")
+def rows() -> PassRows:
+    """One cell's count pass, read by every test here."""
     with open_device("emu") as dh:
-        rows = run_cell_count(
-            sc,
+        return run_cell_count(
+            SCENARIO.scenario,
             Cell(variant="after", mirror="auto", batch_size=4),
             dh.device,
             lambda s, c, d: StagedCopyWorld(s, c, d),
         )
+
+
+def test_hazards_are_rows_of_syncs_csv_but_not_counted(rows: PassRows) -> None:
+    sc = SCENARIO.scenario
     counts = [dict(zip(COLUMNS["counts"], r)) for r in rows.counts]
     syncs = [dict(zip(COLUMNS["syncs"], r)) for r in rows.syncs]
     staged = [r for r in syncs if r["region"] == "step/staged_copy"]
@@ -44,15 +53,7 @@ def test_hazards_are_rows_of_syncs_csv_but_not_counted() -> None:
     assert {r["syncs"] for r in counts if r["region"] == "step/staged_copy"} == {0}
 
 
-def test_every_sync_row_names_its_thread_process_and_detector() -> None:
-    sc = load_scenario("nonspec", ["serving.batch_sizes=[4]", "serving.variants=[after]"]).scenario
-    with open_device("emu") as dh:
-        rows = run_cell_count(
-            sc,
-            Cell(variant="after", mirror="auto", batch_size=4),
-            dh.device,
-            lambda s, c, d: StagedCopyWorld(s, c, d),
-        )
+def test_every_sync_row_names_its_thread_process_and_detector(rows: PassRows) -> None:
     syncs = [dict(zip(COLUMNS["syncs"], r)) for r in rows.syncs]
     assert syncs
     assert {(r["thread"], r["pid"]) for r in syncs} == {

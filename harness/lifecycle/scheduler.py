@@ -31,6 +31,7 @@ from harness.serving.scheduler import (
     PrefillItem,
     StepPlan,
     decode_plan,
+    prefill_plan,
     tokens_per_step,
 )
 
@@ -143,13 +144,7 @@ class LifecycleScheduler:
             self._pending[idx] = _Request(idx, prompt, output, allocated=prompt)
             items.append(PrefillItem(idx, 0, prompt))
         del self.waiting[:admit]
-        return StepPlan(
-            index=index,
-            kind="prefill",
-            pool_indices=tuple(i.pool_idx for i in items),
-            seq_lens=tuple(i.seq_len for i in items),
-            prefill=tuple(items),
-        )
+        return prefill_plan(index, items)
 
     def _plan_decode(self, index: int) -> StepPlan:
         if self.forward_ct % self.cfg.eviction_interval == 0:

@@ -127,6 +127,18 @@ def decode_plan(
     )
 
 
+def prefill_plan(index: int, items: Sequence[PrefillItem], **extra: Any) -> StepPlan:
+    """The prefill step of `items`."""
+    return StepPlan(
+        index=index,
+        kind="prefill",
+        pool_indices=tuple(i.pool_idx for i in items),
+        seq_lens=tuple(i.seq_len for i in items),
+        prefill=tuple(items),
+        **extra,
+    )
+
+
 class Scheduler:
     def __init__(self, cfg: SchedulerConfig, pool: ReqToTokenPool):
         self.cfg = cfg
@@ -241,14 +253,7 @@ class Scheduler:
             req = self._new_request(prompt)
             self._pending[req.pool_idx] = req
             items.append(PrefillItem(req.pool_idx, prefix, prompt - prefix))
-        return StepPlan(
-            index=index,
-            kind="prefill",
-            pool_indices=tuple(i.pool_idx for i in items),
-            seq_lens=tuple(i.seq_len for i in items),
-            prefill=tuple(items),
-            admitted_direct=direct,
-        )
+        return prefill_plan(index, items, admitted_direct=direct)
 
     def _plan_decode(self, index: int, direct: tuple) -> StepPlan:
         width = self.cfg.tokens_per_step
