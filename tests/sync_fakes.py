@@ -49,6 +49,7 @@ class FakeCupti:
         cuEventSynchronize = 102
         cuMemcpyDtoH_v2 = 103
         cuMemFree_v2 = 104
+        cuMemcpyDtoHAsync_v2 = 105  # not a wait: marks the next stream synchronize a read
         cuLaunchKernel = 200  # not a synchronizing call: never subscribed
 
     class SubscriberParams:

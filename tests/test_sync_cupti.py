@@ -34,13 +34,15 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
     monkeypatch.setattr(cupti, "detach", lambda: None)  # no atexit unsubscribe of the fake
     yield fake
     cupti._PENDING.events.clear()
+    cupti._PENDING.copy_to_host = False
 
 
-def test_only_synchronizing_calls_are_subscribed(driver: FakeCupti) -> None:
+def test_only_synchronizing_calls_and_copies_to_the_host_are_subscribed(driver: FakeCupti) -> None:
     with SyncLedger() as led:
         pass
     ids = FakeCupti.driver_api_trace_cbid
     assert ids.cuStreamSynchronize in driver.enabled and ids.cuMemFree_v2 in driver.enabled
+    assert ids.cuMemcpyDtoHAsync_v2 in driver.enabled
     assert ids.cuLaunchKernel not in driver.enabled
     assert "cupti" in led.detectors and "attached" in cupti.status()
 
@@ -57,6 +59,25 @@ def test_a_sync_inside_an_extension_is_seen_at_the_python_line(driver: FakeCupti
         "cupti",
     )
     assert event.function == "test_a_sync_inside_an_extension_is_seen_at_the_python_line"
+
+
+def test_a_copy_to_the_host_then_a_stream_synchronize_is_one_device_read(
+    driver: FakeCupti,
+) -> None:
+    # ATen's .item() inside an extension, as the driver sees it; its warning never reaches Python
+    with SyncLedger() as led:
+        before = cupti.driver_calls()
+        driver.fire("cuMemcpyDtoHAsync_v2")
+        driver.fire("cuStreamSynchronize")
+        driver.fire("cuStreamSynchronize")  # the mark is for the next wait only
+        driver.fire("cuMemcpyDtoHAsync_v2")
+        driver.fire("cuCtxSynchronize")  # a device-wide synchronize stays explicit
+    assert [(e.kind, e.op) for e in led.events] == [
+        (SyncKind.D2H_READ, "cuStreamSynchronize"),
+        (SyncKind.EXPLICIT, "cuStreamSynchronize"),
+        (SyncKind.EXPLICIT, "cuCtxSynchronize"),
+    ]
+    assert cupti.driver_calls() == before + 3  # the copies are not waits
 
 
 def test_the_debug_mode_warning_of_the_same_call_renames_it_not_adds(driver: FakeCupti) -> None:

@@ -13,7 +13,11 @@ One event per wait, never two:
 - inside a call an interceptor names (`item`, indexing), the event takes that name and kind;
 - elsewhere the driver call decides the kind (a stream synchronize made by an extension is
   `explicit`), and the sync debug mode's warning that PyTorch raises for the same call, at the
-  same Python frame and instruction, only renames it (an implicit device read inside an op).
+  same Python frame and instruction, only renames it (an implicit device read inside an op);
+- a stream synchronize right after an asynchronous copy to the host on the same thread is a
+  device read: ATen's `.item()`, `.cpu()` and `tolist` are exactly that pair of driver calls
+  (measured on an H200), also where a C++ extension makes them and no warning reaches Python.
+  The copy itself is subscribed for this only; it is not a wait.
 
 Where `cupti-python` is missing, cannot subscribe (another tool holds CUPTI's one subscriber),
 or `HARNESS_SYNC_CUPTI=0` is set, the ledger works without it and `status()` says why.
@@ -53,6 +57,10 @@ SYNC_CALLS: dict[str, SyncKind] = {
     "cuMemFree_v2": SyncKind.ALLOCATOR,
     "cuMemFreeHost": SyncKind.ALLOCATOR,
 }
+# Asynchronous copies to the host: not waits, but the stream synchronize that follows one waits
+# for a device read.
+COPY_TO_HOST_CALLS = ("cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync_v2_ptsz")
+_STREAM_SYNCS = frozenset({"cuStreamSynchronize", "cuStreamSynchronize_ptsz"})
 _ENV = "HARNESS_SYNC_CUPTI"
 _PENDING_MAX = 8  # recent CUPTI events a later warning of the same call may rename
 
@@ -68,10 +76,12 @@ _driver_calls = 0  # synchronizing driver calls seen, every thread, ledger or no
 
 
 class _Pending(threading.local):
-    """This thread's recent CUPTI events: (call site, event, whether an interceptor named it)."""
+    """This thread's recent CUPTI events: (call site, event, whether an interceptor named it),
+    and whether its last subscribed driver call was an asynchronous copy to the host."""
 
     def __init__(self) -> None:
         self.events: list[tuple[tuple[int, int] | None, SyncEvent, bool]] = []
+        self.copy_to_host = False
 
 
 _PENDING = _Pending()
@@ -121,14 +131,16 @@ def attach(api: Any = None) -> bool:
             return False
         _api = api
         _enter = int(api.ApiCallbackSite.API_ENTER)
-        _status = f"attached: driver-API callbacks on {len(_names)} synchronizing calls"
+        waits = sum(1 for n in _names.values() if n in SYNC_CALLS)
+        _status = f"attached: driver-API callbacks on {waits} synchronizing calls"
         atexit.register(detach)
         return True
 
 
 def _subscribe(api: Any) -> Any:
     cbids = api.driver_api_trace_cbid
-    wanted = {int(getattr(cbids, n)): n for n in SYNC_CALLS if hasattr(cbids, n)}
+    names = (*SYNC_CALLS, *COPY_TO_HOST_CALLS)
+    wanted = {int(getattr(cbids, n)): n for n in names if hasattr(cbids, n)}
     if hasattr(api, "subscribe_v2"):
         params = api.SubscriberParams()
         params.struct_size = api.SUBSCRIBER_PARAMS_SIZE
@@ -186,18 +198,26 @@ def _callback(userdata: Any, domain: Any, cbid: int, cbdata: Any) -> None:
         name = _names.get(int(cbid))
         if name is None:
             return
+        pending = _PENDING
+        after_copy, pending.copy_to_host = pending.copy_to_host, name in COPY_TO_HOST_CALLS
+        if pending.copy_to_host:
+            return
         _driver_calls += 1
         # inside an interceptor's own call record_sync records nothing; on the emulated device
         # its door records each wait by CUDA's rules, and a real driver call is the harness's own
         if not watching() or STATE.emulated:
             return
         named = STATE.op is not None
-        kind = implicit_kind() if named else SYNC_CALLS[name]
+        if named:
+            kind = implicit_kind()
+        elif after_copy and name in _STREAM_SYNCS:
+            kind = SyncKind.D2H_READ
+        else:
+            kind = SYNC_CALLS[name]
         event = record_sync(kind, name, skip=2, detector="cupti")
         if event is not None:
-            pending = _PENDING.events
-            pending.append((call_site(2), event, named))
-            del pending[:-_PENDING_MAX]
+            pending.events.append((call_site(2), event, named))
+            del pending.events[:-_PENDING_MAX]
     except Exception as exc:  # a callback must never fail the driver call it watches
         _failures += 1
         if _failures == 1:
