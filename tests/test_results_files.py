@@ -58,10 +58,11 @@ def test_two_reports_of_one_run_at_once(tmp_path):
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    # one interpreter imports the CLI, then forks the two reports: they start together
+    # one interpreter imports the CLI and the figures' modules, then forks the two reports:
+    # they start together
     code = (
         "import os, sys; from harness.cli import build_parser, main; build_parser(); "
-        "import harness.report.figures\n"
+        "import harness.report.figures, harness.serving.figures, harness.results.load\n"
         "pids = []\n"
         "for _ in range(2):\n"
         "    pid = os.fork()\n"
