@@ -13,17 +13,36 @@ import pytest
 import torch
 
 from harness.checks import emulated_cost, sync_overhead
-from harness.checks.emulated_cost import FloorMode, FloorTensor
+from harness.checks.emulated_cost import (
+    FloorDispatchMode,
+    FloorMode,
+    FloorTensor,
+    PassThroughDispatchMode,
+)
+
+T = torch.arange(-4, 12, dtype=torch.int32)
+IDX = torch.randperm(16)
+WANT = torch.where(T[IDX] > 3, T[IDX] // 2, -1).clamp(min=0)
 
 
 def test_the_floor_runs_the_cpu_kernels_on_real_values() -> None:
-    t = torch.arange(-4, 12, dtype=torch.int32)
-    idx = torch.randperm(16)
     with FloorMode():
-        x, i = FloorTensor(t), FloorTensor(idx)
+        x, i = FloorTensor(T), FloorTensor(IDX)
         y = torch.where(x[i] > 3, x[i] // 2, -1).clamp(min=0)
     assert type(y) is FloorTensor and y.device.type == "meta"
-    assert torch.equal(y.elem, torch.where(t[idx] > 3, t[idx] // 2, -1).clamp(min=0))
+    assert torch.equal(y.elem, WANT)
+
+
+def test_the_dispatch_mode_floors_run_the_cpu_kernels_on_real_values() -> None:
+    with FloorDispatchMode():
+        x, i = T.to("meta"), IDX.to("meta")
+        y = torch.where(x[i] > 3, x[i] // 2, -1).clamp(min=0)
+        z = torch.arange(3, device="meta") + 1  # a factory asked for on `meta` runs on the host
+    assert type(y) is FloorTensor and y.device.type == "meta"
+    assert torch.equal(y.elem, WANT) and torch.equal(z.elem, torch.arange(1, 4))
+    with PassThroughDispatchMode():
+        y = torch.where(T[IDX] > 3, T[IDX] // 2, -1).clamp(min=0)
+    assert type(y) is torch.Tensor and torch.equal(y, WANT)
 
 
 def test_a_run_keeps_every_sample_of_every_configuration(
@@ -40,4 +59,6 @@ def test_a_run_keeps_every_sample_of_every_configuration(
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["check"] == "emulated_cost" and meta["steps"] == 10 and "torch_version" in meta
     text = capsys.readouterr().out
-    assert "x wrapper_floor" in text and "x cpu_tensors" in text
+    assert (
+        "x wrapper_floor" in text and text.count("x cpu_tensors") == len(emulated_cost.CONFIGS) - 1
+    )

@@ -1,12 +1,18 @@
 """What the emulated device costs on the host, against plain CPU tensors and against the least
-any tensor-subclass emulation pays.
+any emulation of this kind pays.
 
 The emulated device sees each op twice in Python: a torch-function mode (factories, host-to-device
 moves, the op's user-facing name) and a wrapper subclass's `__torch_dispatch__` (each aten op:
-device checks, transfers, waits). `wrapper_floor` runs the same step through a mode and a wrapper
-subclass that do nothing but unwrap, run the CPU kernel and rewrap: the cost of the design itself,
-below which no rule-keeping can go. The three run interleaved round by round; every sample is
-kept (one row per step, ns).
+device checks, transfers, waits). Its floors run the same step with nothing but the machinery:
+
+- `dispatch_passthrough`: plain CPU tensors under a dispatch mode that only calls each aten op,
+  the least any emulation that sees every op pays (and it could not report another device);
+- `wrapper_dispatch_mode`: one dispatch mode, no function mode, that unwraps `meta` wrappers,
+  runs the CPU kernel and rewraps: the design with a single Python call per op;
+- `wrapper_floor`: this design's mode and wrapper subclass, doing nothing but unwrap, run and
+  rewrap, below which no rule-keeping can go.
+
+All run interleaved round by round; every sample is kept (one row per step, ns).
 
     python -m harness.checks.emulated_cost --out DIR [--steps N]
 """
@@ -21,6 +27,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.checks import sync_overhead
 from harness.checks.sync_overhead import Row, sample_rows, time_steps
@@ -28,8 +35,15 @@ from harness.results.files import write_dict_rows
 from harness.results.meta import write_check_meta
 from harness.sync import emulated_device, region
 
-CONFIGS = ("cpu_tensors", "wrapper_floor", "emulated_device")
+CONFIGS = (
+    "cpu_tensors",
+    "dispatch_passthrough",
+    "wrapper_dispatch_mode",
+    "wrapper_floor",
+    "emulated_device",
+)
 _CPU = torch.device("cpu")
+_META = torch.device("meta")
 
 
 def _unwrap(x: Any) -> Any:
@@ -77,6 +91,30 @@ class FloorMode(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class PassThroughDispatchMode(TorchDispatchMode):
+    """Each aten op through Python and on to its CPU kernel, unchanged."""
+
+    def __torch_dispatch__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
+        return func(*args, **(kwargs or {}))
+
+
+def _rewrap(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x if type(x) is FloorTensor else FloorTensor(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_rewrap(y) for y in x)
+    return x
+
+
+class FloorDispatchMode(TorchDispatchMode):
+    """One Python call per aten op, factories included: unwrap the `meta` wrappers (a `meta`
+    device asked for is the host), run the CPU kernel, rewrap what it returns."""
+
+    def __torch_dispatch__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
+        out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
+        return _rewrap(out)
+
+
 def cost_rows(steps: int, rounds: int = 5) -> list[Row]:
     """Host ns per metadata step of each configuration, `rounds` interleaved rounds."""
     samples: dict[str, list[int]] = {c: [] for c in CONFIGS}
@@ -85,6 +123,16 @@ def cost_rows(steps: int, rounds: int = 5) -> list[Row]:
         samples["cpu_tensors"] += time_steps(
             sync_overhead.metadata_step(_CPU), region, _CPU, per_round, contextlib.nullcontext
         )
+        with PassThroughDispatchMode():
+            step = sync_overhead.metadata_step(_CPU)
+            samples["dispatch_passthrough"] += time_steps(
+                step, region, _CPU, per_round, contextlib.nullcontext
+            )
+        with FloorDispatchMode():
+            step = sync_overhead.metadata_step(_META)
+            samples["wrapper_dispatch_mode"] += time_steps(
+                step, region, _META, per_round, contextlib.nullcontext
+            )
         with FloorMode():
             step = sync_overhead.metadata_step(_CPU, place=FloorTensor)
             samples["wrapper_floor"] += time_steps(
@@ -104,13 +152,12 @@ def summary(rows: list[Row]) -> list[str]:
         c: statistics.median(float(r["value"]) for r in rows if r["config"] == c)  # type: ignore[arg-type]
         for c in CONFIGS
     }
-    cpu, floor, emu = (med[c] for c in CONFIGS)
-    return [
-        f"cpu_tensors      {cpu / 1e3:8.1f} us",
-        f"wrapper_floor    {floor / 1e3:8.1f} us  {floor / cpu:.2f}x cpu_tensors",
-        f"emulated_device  {emu / 1e3:8.1f} us  {emu / cpu:.2f}x cpu_tensors, "
-        f"{emu / floor:.2f}x wrapper_floor",
-    ]
+    cpu = med["cpu_tensors"]
+    lines = [f"{'cpu_tensors':22s} {cpu / 1e3:8.1f} us"]
+    for c in CONFIGS[1:]:
+        lines.append(f"{c:22s} {med[c] / 1e3:8.1f} us  {med[c] / cpu:.2f}x cpu_tensors")
+    lines[-1] += f", {med['emulated_device'] / med['wrapper_floor']:.2f}x wrapper_floor"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
