@@ -1,8 +1,9 @@
 """DP ranks and their launcher: ranks die with the launcher whatever kills it, and a launcher
 stopped by SIGTERM says so, exit 143, with the run folder marked stopped by the user's SIGTERM.
 
-Each test starts 2 real ranks (emulated device) in a launcher of its own, which it then kills:
-about 7 s each on 2 cores, most of it the ranks' start-up.
+Each of the first two starts 2 real ranks (emulated device) in a launcher of its own, which
+it then kills: 5 to 7 s each on 2 cores, most of it the launcher's and its fork server's
+start-up. The last checks a rank's own test of its launcher, in small processes of its own.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ def _wait_for(root: Path, pattern: str, proc: subprocess.Popen, timeout_s: float
         time.sleep(0.1)
 
 
-def _ranks_of(pid: int) -> list[int]:
-    """The rank processes the launcher `pid` spawned (multiprocessing's spawn children)."""
-    ranks = []
+def _children(pid: int) -> dict[int, bytes]:
+    """The processes whose parent is `pid`, with their command lines."""
+    out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -61,9 +62,15 @@ def _ranks_of(pid: int) -> list[int]:
             stat, cmdline = (d / "stat").read_text(), (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
-            ranks.append(int(d.name))
-    return ranks
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out[int(d.name)] = cmdline
+    return out
+
+
+def _fork_server_and_ranks(pid: int) -> tuple[int, list[int]]:
+    """The launcher `pid`'s fork server and the rank processes it forked."""
+    (server,) = [c for c, cmd in _children(pid).items() if b"forkserver" in cmd]
+    return server, list(_children(server))
 
 
 def _alive(pid: int) -> bool:
@@ -76,7 +83,8 @@ def _alive(pid: int) -> bool:
 
 def test_ranks_blocked_in_collectives_die_with_a_sigkilled_launcher(tmp_path):
     """Rank 0 waits in a barrier, rank 1 in the exchange, until dp.timeout_s (60 s): torch's
-    own parent-death signal (SIGINT) cannot reach them there; a SIGKILL does."""
+    own parent-death signal (SIGINT) cannot reach them there; a SIGKILL does. The fork server
+    that forked them goes too (they hold its pipe from the launcher open)."""
     code = f"""
 from pathlib import Path
 from dp_fakes import blocking_builder
@@ -90,15 +98,18 @@ launch_local(RankJob(loaded, "emu", "count", Path("runs"), "run", builder=blocki
     ranks: list[int] = []
     try:
         _wait_for(tmp_path, "blocked", proc)
-        ranks = _ranks_of(proc.pid)
-        assert len(ranks) == 2
+        server, ranks = _fork_server_and_ranks(proc.pid)
+        ranks.append(server)
+        assert len(ranks) == 3
         time.sleep(0.5)  # rank 0 is inside the barrier now
         proc.kill()
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
         while any(_alive(r) for r in ranks) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [r for r in ranks if _alive(r)], "ranks outlived their launcher"
+        assert not [r for r in ranks if _alive(r)], (
+            "the fork server or ranks outlived their launcher"
+        )
     finally:
         proc.kill()
         for r in ranks:
@@ -132,3 +143,24 @@ def test_sigterm_to_the_launcher_is_exit_143_and_the_folder_says_so(tmp_path):
     stopped = outcomes[outcomes["exception"] == "RankStopped"]
     assert len(stopped) and set(stopped["message"]) == {"stopped by SIGTERM"}
     assert "another rank failed" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("launcher", "code"),
+    # the launcher is the parent (spawn), or the parent's parent (the fork server's rank), or gone
+    [("os.getppid()", 0), ("parent_of(os.getppid())", 0), ("1 << 22", 128 + signal.SIGKILL)],
+)
+def test_a_rank_whose_launcher_is_gone_exits_at_once(launcher, code):
+    script = (
+        "import os, sys\n"
+        "from harness.dp.lifeline import die_with_parent\n"
+        "def parent_of(pid):\n"
+        "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        f"sys.exit(0 if die_with_parent({launcher}) else 1)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=30)
+    assert done.returncode == code, done.stderr

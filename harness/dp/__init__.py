@@ -10,6 +10,8 @@ the rank's serving world around them, and the run over torch.distributed process
 - ``cells``: the scenario's DP cells and each rank's view of them;
 - ``timing``: the time pass of a DP cell (no device wait between steps);
 - ``job`` / ``launch``: one rank's run and the launch of all ranks (torch's elastic launcher);
+- ``fork_server`` / ``lifeline``: what the ranks are forked from, and how they die with the
+  launcher;
 - ``summary``, ``plots``, ``trace``: what a DP run's summary, figures and trace show;
 - ``plugin``: the world's registration (harness.registry).
 
