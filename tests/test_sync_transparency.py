@@ -5,8 +5,12 @@ and warned about, never raised. Checked on CPU with the CUDA interceptors instal
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +173,29 @@ def test_compiled_code_is_traced_as_without_the_ledger(interceptors: None) -> No
     with SyncLedger():
         out = compiled(x, i)
     assert _same(out, f(x, i))
+
+
+def test_importing_the_ledger_asks_for_no_device() -> None:
+    """Asking for a CUDA device starts the CUDA driver, after which no child the program forks
+    can use CUDA: importing the ledger (or the DP ranks' code, which their fork server
+    imports) must not ask. In a fresh interpreter, with torch.cuda's queries watched."""
+    code = (
+        "import torch, torch.cuda\n"
+        "asked = []\n"
+        "for name in ('is_available', 'device_count', 'init', 'current_device'):\n"
+        "    real = getattr(torch.cuda, name)\n"
+        "    def spy(*a, _real=real, _name=name, **k):\n"
+        "        asked.append(_name)\n"
+        "        return _real(*a, **k)\n"
+        "    setattr(torch.cuda, name, spy)\n"
+        "import harness.sync, harness.dp.job\n"
+        "print(asked)\n"
+    )
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    env["HARNESS_NVTX"] = "torch"  # the NVTX backend that could ask (the `nvtx` package cannot)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

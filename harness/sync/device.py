@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.sync.emulated import emulated_device
-from harness.sync.platform import CUDA_PRESENT
+from harness.sync.platform import cuda_present
 
 DEVICE_KINDS = ("auto", "cuda", "emu")
 
@@ -25,8 +25,8 @@ def resolve_kind(kind: str) -> str:
     if kind not in DEVICE_KINDS:
         raise ValueError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
     if kind == "auto":
-        return "cuda" if CUDA_PRESENT else "emu"
-    if kind == "cuda" and not CUDA_PRESENT:
+        return "cuda" if cuda_present() else "emu"
+    if kind == "cuda" and not cuda_present():
         raise ValueError("cuda was asked for but no CUDA device is available on this machine")
     return kind
 

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from harness.sync import cupti
 from harness.sync.classify import CALL, classification_failed, implicit_kind
 from harness.sync.events import SyncKind, call_site, capture_stack
-from harness.sync.platform import CUDA_PRESENT
+from harness.sync.platform import cuda_present
 from harness.sync.record import record_sync
 from harness.sync.rules import (
     LINALG_EIGH_WAITS,
@@ -64,10 +64,10 @@ _compiling = torch.compiler.is_compiling
 
 
 def _has_cuda() -> bool:
-    return _cuda
+    return cuda_present() if _cuda is None else _cuda
 
 
-_cuda = CUDA_PRESENT
+_cuda: bool | None = None  # None: as cuda_present() says; set, it says otherwise
 
 
 def _get_debug_mode() -> int:

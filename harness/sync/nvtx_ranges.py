@@ -1,4 +1,5 @@
-"""NVTX push/pop: the `nvtx` package when installed, else torch.cuda.nvtx on CUDA, else nothing."""
+"""NVTX push/pop: the `nvtx` package when installed, else torch.cuda.nvtx in a CUDA build of torch,
+else nothing."""
 
 from __future__ import annotations
 
@@ -37,13 +38,14 @@ def _from_nvtx_package() -> tuple[PushFn, PopFn, str] | None:
 
 
 def _from_torch() -> tuple[PushFn, PopFn, str] | None:
-    if not torch.cuda.is_available():
-        return None
-    # bind the C entry points directly: torch.cuda.nvtx's wrappers add a Python call each
+    # A CUDA build's NVTX bindings, which need no device. Asking for one (torch.cuda's
+    # is_available) at import would start the CUDA driver, and then no child the program forks
+    # could use CUDA: the DP ranks, forked from a server that imported this, among them.
+    # The C entry points are bound directly: torch.cuda.nvtx's wrappers add a Python call each.
     nv = getattr(torch._C, "_nvtx", None)
-    if nv is not None and hasattr(nv, "rangePushA") and hasattr(nv, "rangePop"):
-        return nv.rangePushA, nv.rangePop, "torch.cuda.nvtx"
-    return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop, "torch.cuda.nvtx"
+    if nv is None or not hasattr(nv, "rangePushA") or not hasattr(nv, "rangePop"):
+        return None
+    return nv.rangePushA, nv.rangePop, "torch.cuda.nvtx"
 
 
 def pick_backend() -> tuple[PushFn, PopFn, str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from harness.sync.events import SyncKind, caller_frame
-from harness.sync.platform import CUDA_PRESENT
+from harness.sync.platform import cuda_present
 from harness.sync.state import STATE, current_region
 
 
@@ -39,7 +39,7 @@ class WaitTimer:
     samples: list[WaitSample] = field(default_factory=list)
 
     def __enter__(self) -> WaitTimer:
-        if CUDA_PRESENT:  # the interceptors time CUDA's calls: install them if no ledger has
+        if cuda_present():  # the interceptors time CUDA's calls: install them if no ledger has
             from harness.sync import hooks
 
             hooks.install()

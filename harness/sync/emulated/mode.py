@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 from harness.sync.emulated import autocast, cuda_api, door, factories, pinned
 from harness.sync.emulated.tensor import CLAIM, EMU_DEVICE, EmulationError, EmuTensor, nbytes
 from harness.sync.emulated.waits import one_hot_kinds
-from harness.sync.platform import CUDA_PRESENT
+from harness.sync.platform import cuda_present
 from harness.sync.record import record_sync
 from harness.sync.rules import HostMemory, classify_h2d
 from harness.sync.state import STATE
@@ -302,7 +302,7 @@ def _claim() -> None:
     """From now until the last emulated device ends, code that says "cuda" runs on it."""
     cuda_api.install()
     CLAIM.cuda = True
-    factories.install(cuda_too=not CUDA_PRESENT)
+    factories.install(cuda_too=not cuda_present())
 
 
 def _stop() -> None:
@@ -329,7 +329,7 @@ def emulated_device(claim_cuda: bool | None = None) -> Iterator[torch.device]:
     device is active. Threads started while it is active run on it too.
     """
     global _DEPTH
-    claim = (not CUDA_PRESENT) if claim_cuda is None else claim_cuda
+    claim = (not cuda_present()) if claim_cuda is None else claim_cuda
     with _LOCK:
         _DEPTH += 1
         if _DEPTH == 1:

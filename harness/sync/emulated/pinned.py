@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.sync.platform import CUDA_PRESENT
+from harness.sync.platform import cuda_present
 
 # storage address -> the storage itself: holding it keeps the address from being reused by a
 # pageable allocation (the real pinned caching allocator also keeps its blocks)
@@ -23,7 +23,7 @@ def is_pinned(t: torch.Tensor) -> bool:
         return False
     if t.untyped_storage().data_ptr() in _PINNED:
         return True
-    return CUDA_PRESENT and t.is_pinned()
+    return cuda_present() and t.is_pinned()
 
 
 def clear() -> None:
