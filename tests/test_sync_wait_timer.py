@@ -1,5 +1,6 @@
 """The wait timer (harness.sync.wait_timer): with no ledger open, each synchronizing call on the
-emulated device appends its site, kind and host time; no other op does."""
+emulated device appends its site, kind and host time; no other op does. The device claims
+"cuda" on a GPU host too, so `torch.cuda.synchronize()` is its own there as well."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def _sites(samples) -> list[tuple[str, str]]:
 
 
 def test_only_synchronizing_calls_are_timed_with_their_site_and_step():
-    with emulated_device() as dev, wait_timer() as waits:
+    with emulated_device(claim_cuda=True) as dev, wait_timer() as waits:
         t = torch.arange(8, device=dev)
         assert isinstance(t, EmuTensor)
         set_step(3)
