@@ -29,7 +29,7 @@ from harness.report.notebooks import (
 REPO = Path(__file__).resolve().parents[1]
 TINY_BENCH = [
     "--scenario",
-    "eagle",
+    "nonspec",
     "--device",
     "emu",
     "--no-progress",
