@@ -10,6 +10,7 @@ the run's shared temporary folder, behind a lock, as `count_passes` does.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 from collections.abc import Callable
@@ -88,3 +89,14 @@ def count_passes(tmp_path_factory: pytest.TempPathFactory) -> Callable:
         return mine[key]
 
     return count
+
+
+@pytest.fixture
+def small_metadata_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks' timed metadata step made small (batch 8, context 512, one warm-up step):
+    for tests of a check's tables and verdicts, not of its numbers."""
+    from harness.checks import sync_overhead
+
+    monkeypatch.setattr(sync_overhead, "WARMUP", 1)
+    step = functools.partial(sync_overhead.metadata_step, bs=8, ctx=512)
+    monkeypatch.setattr(sync_overhead, "metadata_step", step)

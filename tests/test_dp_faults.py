@@ -95,26 +95,26 @@ loaded = load_scenario("dp_attention", {[*SETTINGS, "dp.timeout_s=60", "dp.strea
 launch_local(RankJob(loaded, "emu", "count", Path("runs"), "run", builder=blocking_builder))
 """
     proc = _launcher(code, tmp_path)
-    ranks: list[int] = []
+    procs: list[int] = []
     try:
         _wait_for(tmp_path, "blocked", proc)
         server, ranks = _fork_server_and_ranks(proc.pid)
-        ranks.append(server)
-        assert len(ranks) == 3
+        assert len(ranks) == 2
+        procs = [server, *ranks]
         time.sleep(0.5)  # rank 0 is inside the barrier now
         proc.kill()
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
-        while any(_alive(r) for r in ranks) and time.monotonic() < deadline:
+        while any(_alive(p) for p in procs) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [r for r in ranks if _alive(r)], (
+        assert not [p for p in procs if _alive(p)], (
             "the fork server or ranks outlived their launcher"
         )
     finally:
         proc.kill()
-        for r in ranks:
-            if _alive(r):
-                os.kill(r, signal.SIGKILL)
+        for p in procs:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
 
 
 def test_sigterm_to_the_launcher_is_exit_143_and_the_folder_says_so(tmp_path):

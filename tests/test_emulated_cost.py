@@ -4,7 +4,6 @@ and against the floor of any wrapper-subclass emulation, every sample kept."""
 from __future__ import annotations
 
 import csv
-import functools
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.checks import emulated_cost, sync_overhead
+from harness.checks import emulated_cost
 from harness.checks.emulated_cost import (
     FloorDispatchMode,
     FloorMode,
@@ -46,11 +45,8 @@ def test_the_dispatch_mode_floors_run_the_cpu_kernels_on_real_values() -> None:
 
 
 def test_a_run_keeps_every_sample_of_every_configuration(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], small_metadata_steps: None
 ) -> None:
-    monkeypatch.setattr(sync_overhead, "WARMUP", 1)
-    step = functools.partial(sync_overhead.metadata_step, bs=8, ctx=512)
-    monkeypatch.setattr(sync_overhead, "metadata_step", step)
     assert emulated_cost.main(["--out", str(tmp_path), "--steps", "10"]) == 0
     with (tmp_path / "emulated_cost.csv").open() as f:
         rows = list(csv.DictReader(f))

@@ -60,12 +60,11 @@ def test_make_gpu_check_without_a_gpu_refuses_at_once(tmp_path: Path) -> None:
 
 
 def test_emulated_smoke_run_writes_every_table(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    small_metadata_steps: None,
 ) -> None:
-    # smaller timing loops: this checks the tables and the verdict, not the numbers
-    monkeypatch.setattr(sync_overhead, "WARMUP", 1)
-    step = functools.partial(sync_overhead.metadata_step, bs=8, ctx=512)
-    monkeypatch.setattr(sync_overhead, "metadata_step", step)
     costs = functools.partial(sync_overhead.enter_exit_costs, n=1_000)
     monkeypatch.setattr(sync_overhead, "enter_exit_costs", costs)
     out = tmp_path / "sync"

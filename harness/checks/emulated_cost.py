@@ -77,8 +77,7 @@ class FloorTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, _types, args=(), kwargs=None):  # type: ignore[override]
-        out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
-        return FloorTensor(out) if isinstance(out, torch.Tensor) else out
+        return _on_host(func, args, kwargs)
 
 
 class FloorMode(TorchFunctionMode):
@@ -100,10 +99,15 @@ class PassThroughDispatchMode(TorchDispatchMode):
 
 def _rewrap(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
-        return x if type(x) is FloorTensor else FloorTensor(x)
+        return FloorTensor(x)
     if isinstance(x, (list, tuple)):
         return type(x)(_rewrap(y) for y in x)
     return x
+
+
+def _on_host(func: Any, args: tuple, kwargs: dict | None) -> Any:
+    """The op on the wrappers' CPU values (a `meta` device asked for is the host), rewrapped."""
+    return _rewrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()}))
 
 
 class FloorDispatchMode(TorchDispatchMode):
@@ -111,8 +115,7 @@ class FloorDispatchMode(TorchDispatchMode):
     device asked for is the host), run the CPU kernel, rewrap what it returns."""
 
     def __torch_dispatch__(self, func, _types, args=(), kwargs=None):  # type: ignore[override]
-        out = func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
-        return _rewrap(out)
+        return _on_host(func, args, kwargs)
 
 
 def cost_rows(steps: int, rounds: int = 5) -> list[Row]:
