@@ -1,8 +1,15 @@
-"""In-process pytest runs of small test projects, with the sync plugin loaded by module."""
+"""In-process pytest runs of small test projects, with the sync plugin loaded by module.
+
+An in-process run forgets the modules first imported during it. torch imports DTensor at the
+first op on any tensor subclass (the emulated device's), and DTensor's modules register operator
+libraries, which cannot be registered twice: imported first inside a run, they would fail at
+their next import in this process. So they are imported here, before any run.
+"""
 
 from __future__ import annotations
 
 import pytest
+import torch.distributed.tensor  # noqa: F401
 
 # The plugin by module, whether or not its entry point is installed; plugins that only slow an
 # inner run down (hypothesis imports itself afresh in each) left out.

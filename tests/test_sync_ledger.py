@@ -6,6 +6,7 @@ import threading
 
 import pytest
 import torch
+from pytester_runs import run_inner
 
 from harness.sync import (
     EmulationError,
@@ -168,7 +169,7 @@ def test_marker_fails_over_budget(pytester: pytest.Pytester) -> None:
                 torch.arange(3, device=dev).sum().item()
         """
     )
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    result = run_inner(pytester, "-q")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*1 host-device syncs, budget 0*", "*d2h_read item*"])
 

@@ -41,11 +41,13 @@ def test_cuda_style_tests_run_on_the_emulated_device(pytester: pytest.Pytester) 
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "sync ledger: tests using sync_ledger or max_syncs run on the emulated device*",
+            "sync ledger: tests using sync_ledger or max_syncs run on CUDA when this machine has "
+            "a GPU, else on the emulated device*; the summary says which",
             "*1 host-device syncs, budget 0*",
+            "sync ledger: 3 tests ran on the emulated device (CPU; code that says 'cuda' runs there)",
         ]
     )
-    assert result.stdout.str().count("sync ledger:") == 1
+    assert result.stdout.str().count("sync ledger:") == 2
 
 
 def test_forced_emulated_device(pytester: pytest.Pytester) -> None:

@@ -19,6 +19,12 @@ from sync_fakes import StubTensor
 
 from harness.sync import SyncKind, SyncLedger, classify, hooks
 
+_REPO = str(Path(__file__).resolve().parents[1])
+_REPO_ON_PATH = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([_REPO, os.environ.get("PYTHONPATH", "")]),
+}
+
 
 @pytest.fixture
 def interceptors() -> Iterator[None]:
@@ -189,13 +195,46 @@ def test_importing_the_ledger_asks_for_no_device() -> None:
         "        return _real(*a, **k)\n"
         "    setattr(torch.cuda, name, spy)\n"
         "import harness.sync, harness.dp.job\n"
+        "for name in harness.sync.__all__:\n"  # each public name imports its module
+        "    getattr(harness.sync, name)\n"
         "print(asked)\n"
     )
-    repo = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
-    env["HARNESS_NVTX"] = "torch"  # the NVTX backend that could ask (the `nvtx` package cannot)
+    env = {**_REPO_ON_PATH, "HARNESS_NVTX": "torch"}  # the NVTX backend that could ask
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+PLAIN_TESTS = """
+import sys
+
+def test_plain():
+    assert "torch" not in sys.modules
+"""
+
+
+def test_a_pytest_run_that_never_uses_the_ledger_imports_no_torch(tmp_path: Path) -> None:
+    """pytest loads the plugin in every run of an environment that has the harness: a suite
+    that never uses the ledger pays no torch import and starts no CUDA driver, from the
+    plugin's loading to its summary."""
+    (tmp_path / "test_plain.py").write_text(PLAIN_TESTS)
+    code = (
+        "import sys, pytest\n"
+        "flags = ['-q', '-p', 'no:cacheprovider', '-p', 'no:harness_sync']\n"
+        "rc = pytest.main([*flags, '-p', 'harness.sync.pytest_plugin', 'test_plain.py'])\n"
+        "print('torch imported:', 'torch' in sys.modules)\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_REPO_ON_PATH,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert done.stdout.splitlines()[-1] == "torch imported: False"

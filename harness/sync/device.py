@@ -1,15 +1,17 @@
-"""Choosing the device: `auto` is CUDA when a GPU is present, else the emulated device."""
+"""Choosing the device: `auto` is CUDA when a GPU is present, else the emulated device.
+
+torch is imported when a device is chosen, not with the module: the pytest plugin reads
+`DEVICE_KINDS` in every run."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from harness.sync.emulated import emulated_device
-from harness.sync.platform import cuda_present
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_KINDS = ("auto", "cuda", "emu")
 
@@ -22,6 +24,8 @@ class DeviceInfo:
 
 
 def resolve_kind(kind: str) -> str:
+    from harness.sync.platform import cuda_present
+
     if kind not in DEVICE_KINDS:
         raise ValueError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
     if kind == "auto":
@@ -37,6 +41,10 @@ def use_device(kind: str = "auto", *, claim_cuda: bool = False) -> Iterator[Devi
 
     `claim_cuda`: on the emulated device, code that says `"cuda"` runs there even on a machine
     with a GPU (without a GPU it always does)."""
+    import torch
+
+    from harness.sync.emulated import emulated_device
+
     resolved = resolve_kind(kind)
     if resolved == "cuda":
         yield DeviceInfo(

@@ -6,6 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from enum import Enum
+from importlib.util import find_spec
 from types import FrameType
 from typing import NamedTuple
 
@@ -121,8 +122,9 @@ class RegionEntry(NamedTuple):
     tags: tuple[tuple[str, str], ...] = ()
 
 
-# Frames inside these folders are machinery, not the code that caused a sync.
-_TORCH_DIR = os.path.dirname(os.path.abspath(__import__("torch").__file__)) + os.sep
+# Frames inside these folders are machinery, not the code that caused a sync. torch's is found
+# without importing it: the pytest plugin reads this module in runs that never use torch.
+_TORCH_DIR = os.path.dirname(os.path.abspath(find_spec("torch").origin)) + os.sep
 _SYNC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIP_PREFIXES: tuple[str, ...] = (_TORCH_DIR, _SYNC_DIR)
 _SKIP_FILES: set[str] = {"<frozen runpy>", "<string>"}

@@ -49,7 +49,7 @@ from harness.sync.rules import (
     setitem_kinds,
 )
 from harness.sync.state import STATE, watching
-from harness.sync.wait_timer import add_wait, timed
+from harness.sync.wait_timing import add_wait, timed
 
 _SYNC_WARNING = "called a synchronizing CUDA operation"
 _FILTER_MESSAGE = ".*" + _SYNC_WARNING

@@ -12,6 +12,7 @@ from typing import Literal
 
 from harness.sync import children, cupti, hooks
 from harness.sync.events import RegionEntry, SyncEvent, SyncKind
+from harness.sync.failures import SyncBudgetExceeded
 from harness.sync.state import PROCESS_LEDGERS, STATE
 
 Scope = Literal["thread", "process"]
@@ -204,10 +205,6 @@ def _matches(e: SyncEvent, kinds: frozenset[str] | None, region: str | None) -> 
     if not (e.is_sync if kinds is None else e.kind.value in kinds):
         return False
     return region is None or e.region == region or e.region.startswith(region + "/")
-
-
-class SyncBudgetExceeded(AssertionError):
-    """A block made more host-device syncs than its budget allows."""
 
 
 class max_syncs:

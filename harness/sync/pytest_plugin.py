@@ -3,7 +3,12 @@ marker, and sync snapshots (`--sync-snapshot`, see `harness.sync.snapshot_sessio
 
 Tests that use any of them run on the device `--sync-device auto|cuda|emu` names (default
 `auto`: CUDA when present, else the emulated device, where code that says `"cuda"` runs on the
-CPU), as `python -m harness syncs` does. The pytest header says which, once.
+CPU), as `python -m harness syncs` does. The pytest header says which once, and with `auto`
+the summary says which the tests ran on.
+
+pytest loads the plugin in every run of an environment that has the harness, so it imports
+torch and asks for a device only when a test uses the ledger (or snapshots are on): asking
+starts the CUDA driver, after which no child that a test forks can use CUDA.
 """
 
 from __future__ import annotations
@@ -11,29 +16,31 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 
 from harness.errors import InputError
 from harness.sync.device import DEVICE_KINDS, resolve_kind
-from harness.sync.emulated import emulated_device
 from harness.sync.events import skip_frames_of, skip_frames_under
-from harness.sync.ledger import SyncBudgetExceeded, SyncLedger, max_syncs
+from harness.sync.failures import SyncBudgetExceeded, SyncSnapshotMismatch
 from harness.sync.snapshot_file import DEFAULT_NAME
-from harness.sync.snapshot_session import (
-    SnapshotOptions,
-    SnapshotSession,
-    SyncSnapshotMismatch,
-    exit_on_input_error,
-)
 from harness.sync.snapshot_verdict import Tier
 
-_DEVICE = pytest.StashKey[str]()
-_SNAPSHOTS = pytest.StashKey["SnapshotSession | None"]()
+if TYPE_CHECKING:
+    from harness.sync.ledger import SyncLedger
+    from harness.sync.snapshot_session import SnapshotOptions, SnapshotSession
+
+_WANTED = pytest.StashKey[str]()  # --sync-device
+_DEVICE = pytest.StashKey[str]()  # what it resolved to, once asked
+_SNAPSHOTS: pytest.StashKey[SnapshotSession | None] = pytest.StashKey()
+_RAN_ON = pytest.StashKey[str]()  # on a test: the device its ledger ran on
+_ON = {"emu": "the emulated device (CPU; code that says 'cuda' runs there)", "cuda": "CUDA"}
 MODES = ("sync_snapshot", "sync_snapshot_update", "sync_snapshot_strict")
+SNAPSHOT_EXTRAS = ("file", "warn_only", "json", "junit", "markdown")
 # The frames of the test runner are never what caused a sync: stacks start at the test.
 RUNNER_PACKAGES = ("_pytest", "pytest", "pluggy", "xdist", "execnet")
 
@@ -94,20 +101,35 @@ def pytest_configure(config: pytest.Config) -> None:
         skip_frames_of(sys.argv[0])  # the `pytest` launcher script
     # a plugin registered late (from a conftest) has no option: its default then applies
     wanted = config.getoption("sync_device", default="auto")
-    try:
-        config.stash[_DEVICE] = resolve_kind(wanted)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--sync-device {wanted}: {exc}") from None
+    config.stash[_WANTED] = wanted
     config.stash[_SNAPSHOTS] = None
+    extras = [f"sync_snapshot_{e}" for e in SNAPSHOT_EXTRAS]
+    snapshots_asked = any(config.getoption(o, default=None) for o in (*MODES, *extras))
+    if wanted != "auto" or snapshots_asked:
+        _device(config)  # a device asked for, or the snapshots' part, is checked up front
+    if not snapshots_asked:
+        return
+    from harness.sync.snapshot_session import SnapshotSession, exit_on_input_error
+
     # the snapshot file and the outputs are checked before any worker starts or test runs
     with exit_on_input_error():
         opts = snapshot_options(config)
         if opts is not None and not config.option.collectonly:
-            snapshots = SnapshotSession(
-                config, opts, config.stash[_DEVICE], lambda: _on_device(config)
-            )
+            snapshots = SnapshotSession(config, opts, _device(config), lambda: _on_device(config))
             config.stash[_SNAPSHOTS] = snapshots
             config.pluginmanager.register(snapshots, "harness_sync_snapshots")
+
+
+def _device(config: pytest.Config) -> str:
+    """The device the ledger's tests run on, "cuda" or "emu", chosen the first time it is asked
+    for."""
+    if _DEVICE not in config.stash:
+        wanted = config.stash[_WANTED]
+        try:
+            config.stash[_DEVICE] = resolve_kind(wanted)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--sync-device {wanted}: {exc}") from None
+    return config.stash[_DEVICE]
 
 
 def _runner_modules() -> list:
@@ -121,8 +143,7 @@ def _runner_modules() -> list:
 def snapshot_options(config: pytest.Config) -> SnapshotOptions | None:
     """The snapshot options, checked; None when snapshots are off."""
     on = [m for m in MODES if config.getoption(m, default=False)]
-    extras = ["file", "warn_only", "json", "junit", "markdown"]
-    given = [e for e in extras if config.getoption(f"sync_snapshot_{e}", default=None)]
+    given = [e for e in SNAPSHOT_EXTRAS if config.getoption(f"sync_snapshot_{e}", default=None)]
     if not on:
         if given:
             flags = ", ".join(f"--sync-snapshot-{e.replace('_', '-')}" for e in given)
@@ -131,6 +152,8 @@ def snapshot_options(config: pytest.Config) -> SnapshotOptions | None:
                 "--sync-snapshot-strict"
             )
         return None
+    from harness.sync.snapshot_session import SnapshotOptions
+
     if "sync_snapshot_update" in on and "sync_snapshot_strict" in on:
         raise InputError("--sync-snapshot-update and --sync-snapshot-strict: choose one")
     # pytest is back in the invocation folder when the outputs are written, not always before
@@ -149,16 +172,15 @@ def snapshot_options(config: pytest.Config) -> SnapshotOptions | None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    if config.stash[_DEVICE] == "emu":
-        lines = [
-            "sync ledger: tests using sync_ledger or max_syncs run on the emulated device "
-            "(CPU; code that says 'cuda' runs there)"
-        ]
+    if _DEVICE not in config.stash:
+        where = f"CUDA when this machine has a GPU, else on {_ON['emu']}; the summary says which"
+    elif config.stash[_DEVICE] == "emu":
+        where = _ON["emu"]
     else:
-        lines = [
-            "sync ledger: tests using sync_ledger or max_syncs run on CUDA "
-            f"({torch.cuda.get_device_name()})"
-        ]
+        import torch
+
+        where = f"CUDA ({torch.cuda.get_device_name()})"
+    lines = [f"sync ledger: tests using sync_ledger or max_syncs run on {where}"]
     session = config.stash[_SNAPSHOTS]
     if session is not None:
         tier = session.opts.tier.describe() or "record new tests"
@@ -169,8 +191,32 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-def _on_device(config: pytest.Config) -> contextlib.AbstractContextManager[object]:
-    if config.stash[_DEVICE] == "emu":
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under `auto` with no snapshots the header could not say the device without asking for
+    it; the tests that used the ledger (under xdist, in the workers) say which it was."""
+    config = terminalreporter.config
+    if config.stash[_WANTED] != "auto" or config.stash[_SNAPSHOTS] is not None:
+        return
+    ran = Counter(
+        getattr(report, "sync_device", None)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+    )
+    ran.pop(None, None)
+    for kind, n in sorted(ran.items()):
+        tests = "1 test" if n == 1 else f"{n} tests"
+        terminalreporter.write_line(f"sync ledger: {tests} ran on {_ON[kind]}")
+
+
+def _on_device(
+    config: pytest.Config, item: pytest.Item | None = None
+) -> contextlib.AbstractContextManager[object]:
+    kind = _device(config)
+    if item is not None:
+        item.stash[_RAN_ON] = kind
+    if kind == "emu":
+        from harness.sync.emulated import emulated_device
+
         return emulated_device(claim_cuda=True)
     return contextlib.nullcontext()
 
@@ -178,7 +224,9 @@ def _on_device(config: pytest.Config) -> contextlib.AbstractContextManager[objec
 @pytest.fixture
 def sync_ledger(request: pytest.FixtureRequest) -> Iterator[SyncLedger]:
     """A ledger open for the whole test body, on the device of `--sync-device`."""
-    with _on_device(request.config), SyncLedger() as ledger:
+    from harness.sync.ledger import SyncLedger
+
+    with _on_device(request.config, request.node), SyncLedger() as ledger:
         yield ledger
 
 
@@ -187,7 +235,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("max_syncs")
     if marker is None:
         return (yield)
-    with _on_device(item.config), max_syncs(*marker.args, **marker.kwargs):
+    from harness.sync.ledger import max_syncs
+
+    with _on_device(item.config, item), max_syncs(*marker.args, **marker.kwargs):
         return (yield)
 
 
@@ -196,6 +246,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A failure the plugin raised shows its message (the syncs, their sites and stacks), not a
     traceback through the plugin."""
     report = yield
+    if call.when == "call" and _RAN_ON in item.stash:
+        report.sync_device = item.stash[_RAN_ON]  # type: ignore[attr-defined]
     exc = call.excinfo
     if exc is not None and (
         exc.errisinstance(SyncSnapshotMismatch)

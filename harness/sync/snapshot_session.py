@@ -25,6 +25,7 @@ import pytest
 
 from harness.errors import InputError
 from harness.sync.events import SyncEvent
+from harness.sync.failures import SyncSnapshotMismatch
 from harness.sync.ledger import SyncLedger
 from harness.sync.snapshot_file import (
     Entry,
@@ -51,10 +52,6 @@ from harness.sync.snapshot_verdict import (
 TOOL = "pytest --sync-snapshot"
 ACCEPT = "pytest --sync-snapshot-update"
 WORKER_KEY = "harness_sync_snapshot"  # this plugin's part of an xdist worker's output
-
-
-class SyncSnapshotMismatch(AssertionError):
-    """A test's syncs differ from its snapshot in a way that fails (grew, or strict)."""
 
 
 @dataclass(frozen=True)

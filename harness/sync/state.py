@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from harness.sync.ledger import SyncLedger
     from harness.sync.timer import RegionTimer
-    from harness.sync.wait_timer import WaitTimer
+    from harness.sync.wait_timing import WaitTimer
 
 
 class _ThreadState(threading.local):

@@ -19,7 +19,7 @@ from harness.sync.emulated.tensor import reported_device
 from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import classify_empty_cache
-from harness.sync.wait_timer import timed
+from harness.sync.wait_timing import timed
 
 
 class EmuStream:

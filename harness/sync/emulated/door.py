@@ -22,7 +22,7 @@ from harness.sync.events import SyncKind
 from harness.sync.record import record_sync
 from harness.sync.rules import HostMemory, classify_d2h, classify_h2d, copy_host_memory
 from harness.sync.state import STATE
-from harness.sync.wait_timer import add_wait, timed
+from harness.sync.wait_timing import add_wait, timed
 
 aten = torch.ops.aten
 
