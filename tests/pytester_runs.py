@@ -11,9 +11,12 @@ from __future__ import annotations
 import pytest
 import torch.distributed.tensor  # noqa: F401
 
-# The plugin by module, whether or not its entry point is installed; plugins that only slow an
-# inner run down (hypothesis imports itself afresh in each) left out.
+# The plugin by module, whether or not its entry point is installed (when it is not, this
+# process has imported the plugin unrewritten, which pytest warns about); plugins that only slow
+# an inner run down (hypothesis imports itself afresh in each) left out.
 FLAGS = (
+    "-W",
+    "ignore::pytest.PytestAssertRewriteWarning",
     "-p",
     "no:harness_sync",
     "-p",

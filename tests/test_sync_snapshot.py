@@ -58,12 +58,18 @@ def project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
+def run_emu(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An inner run on the emulated device on any machine: the files and sites these tests
+    read are the emulated device's."""
+    return run_inner(pytester, "--sync-device", "emu", *args)
+
+
 def snapshots(path: Path) -> dict:
     return json.loads((path / FILE).read_text())
 
 
 def record(pytester: pytest.Pytester) -> dict:
-    run_inner(pytester, "--sync-snapshot").assert_outcomes(passed=3)
+    run_emu(pytester, "--sync-snapshot").assert_outcomes(passed=3)
     return snapshots(pytester.path)
 
 
@@ -90,7 +96,7 @@ def test_grown_syncs_fail_naming_the_site_and_stack(pytester, project):
     record(pytester)
     before = (project / FILE).read_text()
     write_ops(pytester, "lens.sum().item()")
-    result = run_inner(pytester, "--sync-snapshot")
+    result = run_emu(pytester, "--sync-snapshot")
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     site = line_of(project / "ops.py", "        lens.sum().item()")
@@ -109,13 +115,13 @@ def test_fewer_syncs_pass_with_a_note_and_fail_under_strict(pytester, project):
     write_ops(pytester, "lens.sum().item()")
     record(pytester)
     write_ops(pytester)
-    result = run_inner(pytester, "--sync-snapshot")
+    result = run_emu(pytester, "--sync-snapshot")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         ["*fewer syncs or other differences*can be tightened with `pytest --sync-snapshot-update`*"]
     )
     assert "test_x.py::test_plan region plan: 2 -> 1 syncs (fewer)" in result.stdout.str()
-    strict = run_inner(pytester, "--sync-snapshot-strict")
+    strict = run_emu(pytester, "--sync-snapshot-strict")
     strict.assert_outcomes(passed=1, failed=2)
     strict.stdout.fnmatch_lines(["*CHANGED vs .sync-snapshots.json (strict*"])
 
@@ -124,7 +130,7 @@ def test_update_rewrites_only_tests_that_passed(pytester, project, monkeypatch):
     record(pytester)
     write_ops(pytester, "lens.sum().item()")
     monkeypatch.setenv("SKIP_IT", "1")
-    result = run_inner(pytester, "--sync-snapshot-update", "-k", "not quiet")
+    result = run_emu(pytester, "--sync-snapshot-update", "-k", "not quiet")
     result.assert_outcomes(passed=1, skipped=1, deselected=1)
     tests = snapshots(project)["tests"]
     assert tests["test_x.py::test_plan"] == {
@@ -138,18 +144,18 @@ def test_update_rewrites_only_tests_that_passed(pytester, project, monkeypatch):
 def test_a_failing_test_keeps_its_entry(pytester, project):
     record(pytester)
     write_ops(pytester, "lens.sum().item(); raise RuntimeError('broken')")
-    run_inner(pytester, "--sync-snapshot-update").assert_outcomes(passed=1, failed=2)
+    run_emu(pytester, "--sync-snapshot-update").assert_outcomes(passed=1, failed=2)
     assert snapshots(project)["tests"]["test_x.py::test_plan"] == {"plan": {PLAN_SITE: 1}}
 
 
 def test_a_new_test_is_recorded_and_fails_under_strict(pytester, project):
     record(pytester)
     pytester.makepyfile(test_y="def test_new():\n    pass\n")
-    strict = run_inner(pytester, "--sync-snapshot-strict")
+    strict = run_emu(pytester, "--sync-snapshot-strict")
     strict.assert_outcomes(passed=3, failed=1)
     strict.stdout.fnmatch_lines(["*test_y.py::test_new: not in .sync-snapshots.json*"])
     assert "test_y.py::test_new" not in snapshots(project)["tests"]  # strict never writes
-    run_inner(pytester, "--sync-snapshot").assert_outcomes(passed=4)
+    run_emu(pytester, "--sync-snapshot").assert_outcomes(passed=4)
     assert snapshots(project)["tests"]["test_y.py::test_new"] == {}
 
 
@@ -160,23 +166,23 @@ def test_gone_tests_are_stale(pytester, project):
     (project / FILE).write_text(json.dumps(other))
     pytester.makepyfile(test_x=TESTS.replace("def test_quiet", "def test_renamed"))
 
-    only = run_inner(pytester, "--sync-snapshot", "test_x.py::test_plan")
+    only = run_emu(pytester, "--sync-snapshot", "test_x.py::test_plan")
     only.assert_outcomes(passed=1)  # a node id selects inside a file: the rest is not stale
     assert "test_quiet: stale" not in only.stdout.str()
     assert "test_gone.py::test_a: stale" in only.stdout.str()
 
-    result = run_inner(pytester, "--sync-snapshot")
+    result = run_emu(pytester, "--sync-snapshot")
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     assert "test_x.py::test_quiet: stale: no longer collected" in out
     assert "test_gone.py::test_a: stale" in out
     assert "test_x.py::test_quiet" in snapshots(project)["tests"]  # reported, kept
 
-    strict = run_inner(pytester, "--sync-snapshot-strict", "-k", "not renamed")
+    strict = run_emu(pytester, "--sync-snapshot-strict", "-k", "not renamed")
     assert strict.ret == pytest.ExitCode.TESTS_FAILED  # every test passed; stale entries fail
     strict.assert_outcomes(passed=2, deselected=1)
 
-    run_inner(pytester, "--sync-snapshot-update").assert_outcomes(passed=3)
+    run_emu(pytester, "--sync-snapshot-update").assert_outcomes(passed=3)
     assert set(snapshots(project)["tests"]) == {
         "test_x.py::test_plan",
         "test_x.py::test_renamed",
@@ -213,7 +219,7 @@ def test_outputs_parse(pytester, project, monkeypatch):
         "--sync-snapshot-markdown",
         "v.md",
     ]
-    run_inner(pytester, "--sync-snapshot", *outs).assert_outcomes(passed=1, failed=2)
+    run_emu(pytester, "--sync-snapshot", *outs).assert_outcomes(passed=1, failed=2)
     site = line_of(project / "ops.py", "        lens.sum().item()")
 
     verdict = json.loads((project / "v.json").read_text())
@@ -274,7 +280,7 @@ BAD_FILES = {
 def test_a_bad_snapshot_file_is_one_line_and_exit_2(pytester, project, damage):
     text, message = BAD_FILES[damage]
     (project / FILE).write_text(text)
-    result = run_inner(pytester, "--sync-snapshot")
+    result = run_emu(pytester, "--sync-snapshot")
     assert result.ret == 2
     (line,) = result.stderr.lines
     assert line.startswith(f"Exit: error: {FILE}: ") and message in line
@@ -294,7 +300,7 @@ def test_a_bad_snapshot_file_is_one_line_and_exit_2(pytester, project, damage):
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(pytester, project, args, message):
-    result = run_inner(pytester, "--sync-snapshot", *args)
+    result = run_emu(pytester, "--sync-snapshot", *args)
     assert result.ret == 2
     (line,) = result.stderr.lines
     assert message in line
@@ -302,14 +308,14 @@ def test_bad_options_are_one_line_and_exit_2(pytester, project, args, message):
 
 
 def test_an_option_without_a_mode_is_exit_2(pytester, project):
-    result = run_inner(pytester, "--sync-snapshot-json", "v.json")
+    result = run_emu(pytester, "--sync-snapshot-json", "v.json")
     assert result.ret == 2
     result.stderr.fnmatch_lines(["*--sync-snapshot-json: takes effect only with --sync-snapshot*"])
 
 
 def test_an_interrupted_session_writes_nothing(pytester, project):
     pytester.makepyfile(test_z="def test_stop():\n    raise KeyboardInterrupt\n")
-    result = run_inner(pytester, "--sync-snapshot", "--sync-snapshot-json", "v.json")
+    result = run_emu(pytester, "--sync-snapshot", "--sync-snapshot-json", "v.json")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert not (project / FILE).exists() and not (project / "v.json").exists()
     result.stdout.fnmatch_lines(
