@@ -193,7 +193,7 @@ def test_gone_tests_are_stale(pytester, project):
 def test_warn_only_reports_and_passes(pytester, project):
     record(pytester)
     write_ops(pytester, "lens.sum().item()")
-    result = run_inner(
+    result = run_emu(
         pytester, "--sync-snapshot", "--sync-snapshot-warn-only", "--sync-snapshot-json", "v.json"
     )
     assert result.ret == pytest.ExitCode.OK

@@ -215,6 +215,45 @@ def test_plain():
 """
 
 
+FORKING_TESTS = """
+import multiprocessing as mp
+import torch
+
+def _child(q):
+    q.put(float(torch.ones(2, device="cuda").sum().item()))
+
+def test_a_forked_child_uses_cuda():
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0 and q.get(timeout=5) == 2.0
+
+def test_then_the_ledger(sync_ledger):
+    torch.ones(2, device="cuda").sum().item()
+    assert sync_ledger.count() == 1
+"""
+
+
+@pytest.mark.gpu
+def test_a_pytest_run_can_fork_cuda_children_until_a_test_uses_the_ledger(tmp_path: Path) -> None:
+    """On a GPU, a suite that forks a child using CUDA keeps working with the plugin loaded:
+    nothing in the parent starts the CUDA driver before a test uses the ledger."""
+    (tmp_path / "test_fork.py").write_text(FORKING_TESTS)
+    flags = ["-q", "-p", "no:cacheprovider", "-p", "no:harness_sync"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *flags, "-p", "harness.sync.pytest_plugin", "."],
+        cwd=tmp_path,
+        env=_REPO_ON_PATH,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sync ledger: 1 test ran on CUDA" in done.stdout
+
+
 def test_a_pytest_run_that_never_uses_the_ledger_imports_no_torch(tmp_path: Path) -> None:
     """pytest loads the plugin in every run of an environment that has the harness: a suite
     that never uses the ledger pays no torch import and starts no CUDA driver, from the
