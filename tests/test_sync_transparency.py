@@ -207,6 +207,27 @@ def test_importing_the_ledger_asks_for_no_device() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def _pytest_with_the_plugin(tests: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`tests` run by pytest in a fresh interpreter, with the plugin loaded by module as its
+    entry point would load it; the last line printed says whether torch was imported."""
+    (cwd / "test_it.py").write_text(tests)
+    code = (
+        "import sys, pytest\n"
+        "flags = ['-q', '-p', 'no:cacheprovider', '-p', 'no:harness_sync']\n"
+        "rc = pytest.main([*flags, '-p', 'harness.sync.pytest_plugin', 'test_it.py'])\n"
+        "print('torch imported:', 'torch' in sys.modules)\n"
+        "sys.exit(rc)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=_REPO_ON_PATH,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 PLAIN_TESTS = """
 import sys
 
@@ -240,16 +261,7 @@ def test_then_the_ledger(sync_ledger):
 def test_a_pytest_run_can_fork_cuda_children_until_a_test_uses_the_ledger(tmp_path: Path) -> None:
     """On a GPU, a suite that forks a child using CUDA keeps working with the plugin loaded:
     nothing in the parent starts the CUDA driver before a test uses the ledger."""
-    (tmp_path / "test_fork.py").write_text(FORKING_TESTS)
-    flags = ["-q", "-p", "no:cacheprovider", "-p", "no:harness_sync"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, "-p", "harness.sync.pytest_plugin", "."],
-        cwd=tmp_path,
-        env=_REPO_ON_PATH,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _pytest_with_the_plugin(FORKING_TESTS, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sync ledger: 1 test ran on CUDA" in done.stdout
 
@@ -258,22 +270,7 @@ def test_a_pytest_run_that_never_uses_the_ledger_imports_no_torch(tmp_path: Path
     """pytest loads the plugin in every run of an environment that has the harness: a suite
     that never uses the ledger pays no torch import and starts no CUDA driver, from the
     plugin's loading to its summary."""
-    (tmp_path / "test_plain.py").write_text(PLAIN_TESTS)
-    code = (
-        "import sys, pytest\n"
-        "flags = ['-q', '-p', 'no:cacheprovider', '-p', 'no:harness_sync']\n"
-        "rc = pytest.main([*flags, '-p', 'harness.sync.pytest_plugin', 'test_plain.py'])\n"
-        "print('torch imported:', 'torch' in sys.modules)\n"
-        "sys.exit(rc)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=_REPO_ON_PATH,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _pytest_with_the_plugin(PLAIN_TESTS, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert done.stdout.splitlines()[-1] == "torch imported: False"
