@@ -13,6 +13,7 @@ loads in every run of an environment that has the harness) imports none.
 from __future__ import annotations
 
 from importlib import import_module
+from typing import Any
 
 # public name -> (module under harness.sync, its name there)
 _HOME = {
@@ -49,7 +50,7 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:  # Any: type checkers then accept each name's uses
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attr = _HOME[name]
