@@ -40,7 +40,8 @@ _SNAPSHOTS: pytest.StashKey[SnapshotSession | None] = pytest.StashKey()
 _RAN_ON = pytest.StashKey[str]()  # on a test: the device its ledger ran on
 _ON = {"emu": "the emulated device (CPU; code that says 'cuda' runs there)", "cuda": "CUDA"}
 MODES = ("sync_snapshot", "sync_snapshot_update", "sync_snapshot_strict")
-SNAPSHOT_EXTRAS = ("file", "warn_only", "json", "junit", "markdown")
+# the options that take effect only with one of MODES
+EXTRAS = tuple(f"sync_snapshot_{e}" for e in ("file", "warn_only", "json", "junit", "markdown"))
 # The frames of the test runner are never what caused a sync: stacks start at the test.
 RUNNER_PACKAGES = ("_pytest", "pytest", "pluggy", "xdist", "execnet")
 
@@ -103,8 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     wanted = config.getoption("sync_device", default="auto")
     config.stash[_WANTED] = wanted
     config.stash[_SNAPSHOTS] = None
-    extras = [f"sync_snapshot_{e}" for e in SNAPSHOT_EXTRAS]
-    snapshots_asked = any(config.getoption(o, default=None) for o in (*MODES, *extras))
+    snapshots_asked = bool(_given(config, (*MODES, *EXTRAS)))
     if wanted != "auto" or snapshots_asked:
         _device(config)  # a device asked for, or the snapshots' part, is checked up front
     if not snapshots_asked:
@@ -132,6 +132,11 @@ def _device(config: pytest.Config) -> str:
     return config.stash[_DEVICE]
 
 
+def _given(config: pytest.Config, options: tuple[str, ...]) -> list[str]:
+    """The options (by their dest names) given a value on the command line."""
+    return [o for o in options if config.getoption(o, default=None)]
+
+
 def _runner_modules() -> list:
     return [
         sys.modules[name]
@@ -142,11 +147,11 @@ def _runner_modules() -> list:
 
 def snapshot_options(config: pytest.Config) -> SnapshotOptions | None:
     """The snapshot options, checked; None when snapshots are off."""
-    on = [m for m in MODES if config.getoption(m, default=False)]
-    given = [e for e in SNAPSHOT_EXTRAS if config.getoption(f"sync_snapshot_{e}", default=None)]
+    on = _given(config, MODES)
+    given = _given(config, EXTRAS)
     if not on:
         if given:
-            flags = ", ".join(f"--sync-snapshot-{e.replace('_', '-')}" for e in given)
+            flags = ", ".join(f"--{o.replace('_', '-')}" for o in given)
             raise InputError(
                 f"{flags}: takes effect only with --sync-snapshot, --sync-snapshot-update or "
                 "--sync-snapshot-strict"
