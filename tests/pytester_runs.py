@@ -1,15 +1,24 @@
 """In-process pytest runs of small test projects, with the sync plugin loaded by module.
 
-An in-process run forgets the modules first imported during it. torch imports DTensor at the
-first op on any tensor subclass (the emulated device's), and DTensor's modules register operator
-libraries, which cannot be registered twice: imported first inside a run, they would fail at
-their next import in this process. So they are imported here, before any run.
+An in-process run forgets the modules first imported during it, and a module imported again
+is a second copy. The ledger's modules hold process state (the thread state, the installed
+interceptors) that two copies would split, and torch's DTensor, which torch imports at the first
+op on any tensor subclass (the emulated device's), registers operator libraries that cannot be
+registered twice. So both are imported here, before any run.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 import torch.distributed.tensor  # noqa: F401
+
+import harness.sync
+
+for _module in pkgutil.walk_packages(harness.sync.__path__, "harness.sync."):
+    importlib.import_module(_module.name)
 
 # The plugin by module, whether or not its entry point is installed (when it is not, this
 # process has imported the plugin unrewritten, which pytest warns about); plugins that only slow
