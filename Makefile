@@ -42,8 +42,8 @@ $(VENV)/.installed: pyproject.toml
 	# The CPU build of torch lies on this machine's disk; pin it so pip never pulls a CUDA build.
 	# pip byte-compiles what it installs one file at a time; compiling afterwards on every core
 	# is quicker. Left to compile when first imported: the packages' own test suites, pip and
-	# setuptools, and transformers' model zoo (a run imports only the models it loads): a third
-	# of the source, of which a run imports a few files.
+	# setuptools, and transformers' model zoo (a run imports only the models it loads): two fifths
+	# of the files, of which a run imports a few.
 	$(VENV)/bin/python -m pip install -q --no-compile -e ".[dev]" "torch==$(TORCH_VERSION)"
 	$(VENV)/bin/python -c "import compileall, re, sysconfig; \
 		compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0, \
