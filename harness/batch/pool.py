@@ -145,22 +145,24 @@ class ReqToTokenPool:
         """Make positions [0, length) of request ``idx`` backed by full and SWA slots."""
         assert length <= self.width, f"length {length} beyond req_to_token width {self.width}"
         req = self._reqs[idx]
-        need = -(-length // self.page_size)
+        ps, sps = self.page_size, self.swa_page_size
+        need = -(-length // ps)
+        slots: list[tuple[int, int, int]] = []  # (position, full slot, count)
         while len(req.pages) < need:
             if not self._free_pages:
                 raise RuntimeError("KV pool exhausted")
             block = len(req.pages)
             page = self._free_pages.pop()
             req.pages.append(page)
-            lo = block * self.page_size
-            hi = min(lo + self.page_size, self.width)
-            slots = (
-                torch.arange(hi - lo, dtype=torch.int32, device=self.device) + page * self.page_size
+            lo = block * ps
+            slots.append((lo, page * ps, min(ps, self.width - lo)))
+        for lo, hi, first in _runs(slots):
+            self.req_to_token[idx, lo:hi] = torch.arange(
+                first, first + hi - lo, dtype=torch.int32, device=self.device
             )
-            self.req_to_token[idx, lo:hi] = slots
-        per_full = self.page_size // self.swa_page_size
-        swa_need = -(-length // self.swa_page_size)
-        for sblock in range(req.swa_evicted_below, swa_need):
+        per_full = ps // sps
+        swa: list[tuple[int, int, int]] = []  # (full slot, SWA slot, count)
+        for sblock in range(req.swa_evicted_below, -(-length // sps)):
             if sblock in req.swa_pages:
                 continue
             if not self._free_swa:
@@ -168,9 +170,11 @@ class ReqToTokenPool:
             spage = self._free_swa.pop()
             req.swa_pages[sblock] = spage
             full_page = req.pages[sblock // per_full]
-            lo = full_page * self.page_size + (sblock % per_full) * self.swa_page_size
-            swa = torch.arange(self.swa_page_size, dtype=torch.int64, device=self.device)
-            self.full_to_swa[lo : lo + self.swa_page_size] = swa + spage * self.swa_page_size
+            swa.append((full_page * ps + (sblock % per_full) * sps, spage * sps, sps))
+        for lo, hi, first in _runs(swa):
+            self.full_to_swa[lo:hi] = torch.arange(
+                first, first + hi - lo, dtype=torch.int64, device=self.device
+            )
 
     def evict_swa(self, idx: int, seq_len: int, window: int = SWA_WINDOW) -> None:
         """Release SWA pages whose positions all lie before ``seq_len - window`` (no query of
@@ -238,3 +242,15 @@ class ReqToTokenPool:
 
     def slots(self, idx: int, start: int, end: int) -> list[int]:
         return [self.slot(idx, p) for p in range(start, end)]
+
+
+def _runs(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """``(start, value, count)`` spans, each ``values[start + i] = value + i``, merged where
+    one continues the last in both: ``(lo, hi, first value)``, one device write each."""
+    runs: list[list[int]] = []
+    for start, value, count in spans:
+        if runs and runs[-1][1] == start and runs[-1][2] + runs[-1][1] - runs[-1][0] == value:
+            runs[-1][1] += count
+        else:
+            runs.append([start, start + count, value])
+    return [(lo, hi, first) for lo, hi, first in runs]
