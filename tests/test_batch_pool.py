@@ -19,16 +19,12 @@ from harness.sync import SyncLedger, emulated_device, host_values
 def _check_tables(pool: ReqToTokenPool, reserved: dict[int, int]) -> None:
     r2t = host_values(pool.req_to_token).tolist()
     f2s = host_values(pool.full_to_swa).tolist()
-    ps, sps = pool.page_size, pool.swa_page_size
+    sps = pool.swa_page_size
     for idx, length in reserved.items():
-        req = pool._reqs[idx]
-        want = [req.pages[p // ps] * ps + p % ps for p in range(length)]
-        assert r2t[idx][:length] == want, (idx, length)
-        for sblock, spage in req.swa_pages.items():
+        assert r2t[idx][:length] == pool.slots(idx, 0, length), (idx, length)
+        for sblock, spage in pool._reqs[idx].swa_pages.items():
             for o in range(sps):
-                p = sblock * sps + o
-                slot = req.pages[p // ps] * ps + p % ps
-                assert f2s[slot] == spage * sps + o, (idx, sblock, o)
+                assert f2s[pool.slot(idx, sblock * sps + o)] == spage * sps + o, (idx, sblock, o)
 
 
 @pytest.mark.parametrize("seed", range(4))

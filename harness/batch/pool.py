@@ -156,10 +156,7 @@ class ReqToTokenPool:
             req.pages.append(page)
             lo = block * ps
             slots.append((lo, page * ps, min(ps, self.width - lo)))
-        for lo, hi, first in _runs(slots):
-            self.req_to_token[idx, lo:hi] = torch.arange(
-                first, first + hi - lo, dtype=torch.int32, device=self.device
-            )
+        self._write_runs(self.req_to_token[idx], slots)
         per_full = ps // sps
         swa: list[tuple[int, int, int]] = []  # (full slot, SWA slot, count)
         for sblock in range(req.swa_evicted_below, -(-length // sps)):
@@ -171,9 +168,20 @@ class ReqToTokenPool:
             req.swa_pages[sblock] = spage
             full_page = req.pages[sblock // per_full]
             swa.append((full_page * ps + (sblock % per_full) * sps, spage * sps, sps))
-        for lo, hi, first in _runs(swa):
-            self.full_to_swa[lo:hi] = torch.arange(
-                first, first + hi - lo, dtype=torch.int64, device=self.device
+        self._write_runs(self.full_to_swa, swa)
+
+    def _write_runs(self, table: torch.Tensor, spans: list[tuple[int, int, int]]) -> None:
+        """``table[start + i] = value + i`` for each ``(start, value, count)`` span: one
+        ``arange`` write per run of spans that continue each other in both (no sync)."""
+        runs: list[tuple[int, int, int]] = []  # (lo, hi, first value)
+        for start, value, count in spans:
+            if runs and runs[-1][1] == start and runs[-1][2] + start - runs[-1][0] == value:
+                runs[-1] = (runs[-1][0], start + count, runs[-1][2])
+            else:
+                runs.append((start, start + count, value))
+        for lo, hi, first in runs:
+            table[lo:hi] = torch.arange(
+                first, first + hi - lo, dtype=table.dtype, device=self.device
             )
 
     def evict_swa(self, idx: int, seq_len: int, window: int = SWA_WINDOW) -> None:
@@ -242,15 +250,3 @@ class ReqToTokenPool:
 
     def slots(self, idx: int, start: int, end: int) -> list[int]:
         return [self.slot(idx, p) for p in range(start, end)]
-
-
-def _runs(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """``(start, value, count)`` spans, each ``values[start + i] = value + i``, merged where
-    one continues the last in both: ``(lo, hi, first value)``, one device write each."""
-    runs: list[list[int]] = []
-    for start, value, count in spans:
-        if runs and runs[-1][1] == start and runs[-1][2] + runs[-1][1] - runs[-1][0] == value:
-            runs[-1][1] += count
-        else:
-            runs.append([start, start + count, value])
-    return [(lo, hi, first) for lo, hi, first in runs]
