@@ -65,3 +65,16 @@ def test_slope_of_medians_against_the_dose():
     ci = stats.median_slope(by_k)
     assert ci.low < 50 < ci.high and ci.high - ci.low < 5
     assert stats.median_slope({1: by_k[1]}).estimate != stats.median_slope({1: by_k[1]}).estimate
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 51, 200])
+def test_resampled_medians_are_numpys_bit_for_bit(n):
+    """Ties, infinities and NaN included: the intervals stay the ones np.median gives."""
+    rng = np.random.default_rng(n)
+    values = rng.lognormal(size=(n, 3))
+    values[::3, 0] = values[0, 0]  # ties
+    values[1::4, 1] = np.inf
+    values[::5, 2] = np.nan
+    idx = rng.integers(0, n, size=(500, n))
+    expected = np.median(values[idx], axis=1)
+    assert np.array_equal(stats.resampled_medians(values, idx), expected, equal_nan=True)

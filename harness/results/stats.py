@@ -64,11 +64,38 @@ def bootstrap_medians(
     out = []
     for start in range(0, RESAMPLES, chunk):
         idx = rng.integers(0, n, size=(min(chunk, RESAMPLES - start), n))
-        out.append(statistic(np.median(values[idx], axis=1)))
+        out.append(statistic(resampled_medians(values, idx)))
     stats = np.concatenate(out)
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(stats, [tail, 100 - tail])
     return Interval(estimate, float(low), float(high), n)
+
+
+def resampled_medians(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """`np.median(values[idx], axis=1)`, bit for bit, about twice as fast.
+
+    A median is one order statistic, or the mean of two; the k-th smallest of a resample is the
+    value whose rank is the k-th smallest of the resample's ranks, read off the running count of
+    each rank (linear in the resample, where np.median partitions every resample's floats). NaN
+    as in np.median: a resample that draws one has a NaN median."""
+    r, n = idx.shape
+    lo, hi = (n - 1) // 2, n // 2
+    offsets = (np.arange(r) * n)[:, None]
+    out = np.empty((r, values.shape[1]))
+    for j, column in enumerate(values.T):
+        order = np.argsort(column, kind="stable")  # NaN sort last
+        rank = np.empty(n, dtype=np.intp)
+        rank[order] = np.arange(n)
+        counts = np.bincount((rank[idx] + offsets).ravel(), minlength=r * n).reshape(r, n)
+        running = np.cumsum(counts, axis=1)
+        ordered = column[order]
+        median = ordered[np.argmax(running > lo, axis=1)]
+        if hi != lo:
+            median = (median + ordered[np.argmax(running > hi, axis=1)]) / 2
+        clean = n - int(np.isnan(column).sum())
+        median[counts[:, clean:].any(axis=1)] = np.nan
+        out[:, j] = median
+    return out
 
 
 def median_interval(values: pd.Series) -> Interval:
