@@ -33,6 +33,7 @@ def test_tables_follow_the_host_lists_and_filling_them_never_syncs(seed: int) ->
     cfg = PoolConfig(max_reqs=4, context_len=37, draft_slots=2, page_size=4, swa_page_size=2)
     reserved: dict[int, int] = {}
     translated = False
+    per_full = cfg.page_size // cfg.swa_page_size
     with emulated_device() as dev, SyncLedger() as led:
         pool = ReqToTokenPool(cfg, dev)
         for _ in range(120):
@@ -53,7 +54,7 @@ def test_tables_follow_the_host_lists_and_filling_them_never_syncs(seed: int) ->
             assert led.events == []
             _check_tables(pool, reserved)
             translated |= any(
-                spage != req.pages[sblock // 2] * 2 + sblock % 2
+                spage != req.pages[sblock // per_full] * per_full + sblock % per_full
                 for req in pool._reqs.values()
                 for sblock, spage in req.swa_pages.items()
             )
