@@ -3,6 +3,8 @@ allocator cache model, the stream API stand-ins, and hazards in the ledger."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -136,3 +138,42 @@ def test_hazards_are_listed_but_not_counted() -> None:
             max_syncs(0, "pageable_staged"),
         ):
             dst.copy_(src, non_blocking=True)
+
+
+def test_freeing_a_device_tensor_runs_no_python_code() -> None:
+    """CPython runs a pending Ctrl-C's handler at the next Python bytecode and drops an
+    exception raised inside a weakref callback: Python code run at a tensor's free would swallow
+    a Ctrl-C that lands there. The free is still counted, at the next allocator query."""
+    calls: list[str] = []
+
+    def profile(frame, event: str, arg) -> None:
+        if event == "call":
+            calls.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    with emulated_device() as dev:
+        freed = torch.ones(1024, device=dev)
+        before = torch.cuda.memory_allocated()
+        sys.setprofile(profile)
+        try:
+            del freed
+        finally:
+            sys.setprofile(None)
+        assert torch.cuda.memory_allocated() == before - 4096
+    assert calls == []
+
+
+def test_a_view_is_no_allocation_of_its_own() -> None:
+    """Views made inside the wrapper's dispatch have no `_base`; they share their base's
+    storage, and freeing one returns nothing to the driver while the base lives."""
+    with emulated_device() as dev:
+        base = torch.ones(1024, device=dev)
+        before = torch.cuda.memory_allocated()
+        view = base[1:]
+        assert torch.cuda.memory_allocated() == before
+        torch.cuda.empty_cache()
+        with SyncLedger() as led:
+            del view
+            torch.cuda.empty_cache()  # the base holds the storage: nothing is cached
+            del base
+            torch.cuda.empty_cache()
+    assert [(e.kind, e.nbytes) for e in led.events] == [(SyncKind.ALLOCATOR, 4096)]

@@ -4,7 +4,7 @@
 Modelled: CUDA's caching allocator keeps every freed block reserved until `empty_cache`, which
 returns them with `cudaFree` (the host waits). So here every emulated-device allocation freed
 since the last `empty_cache` is a cached block, and `empty_cache` is a sync exactly when there is
-one. An allocation is a tensor that is not a view; it is freed when it and its views are gone.
+one. An allocation is a storage; it is freed when the last tensor on it (base or view) is gone.
 Not modelled: segments. CUDA returns a block only once its whole segment is free, so the
 emulated device can call an `empty_cache` a sync where CUDA finds nothing to return.
 """
@@ -15,52 +15,76 @@ import weakref
 
 import torch
 
-# id(values) -> (the weak reference that reports the free, bytes): keyed by id, since two
+
+class _Values(weakref.ref):
+    """A weak reference to an emulated tensor's values, naming the storage they live in."""
+
+    __slots__ = ("storage",)
+    storage: int
+
+
+# storage address -> [its bytes, the tracked tensors on it]: an allocation is a storage, freed
+# when the last tensor on it (its base or any view) is. A view is told by its storage, not by
+# `_base`: the views an op makes inside the wrapper's dispatch have none.
+_live: dict[int, list[int]] = {}
+# id(reference) -> the reference, kept until its free is counted: keyed by id, since two
 # references to one tensor compare their referents (tensors) when they collide in a set
-_live: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+_refs: dict[int, _Values] = {}
+# Freed values not yet counted. Their references' callback is this list's append, a C function,
+# so a free runs no Python code: CPython runs a pending Ctrl-C's handler at the next bytecode,
+# and drops an exception raised in a weakref callback (the program would never see it).
+_freed: list[_Values] = []
+_on_free = _freed.append
 _cached_bytes = 0
 _live_bytes = 0
 _peak_bytes = 0
 
 
-def _freed(key: int, ref: weakref.ref[torch.Tensor]) -> None:
+def _count_frees() -> None:
     global _cached_bytes, _live_bytes
-    entry = _live.get(key)
-    if entry is None or entry[0] is not ref:
-        return
-    del _live[key]
-    _cached_bytes += entry[1]
-    _live_bytes -= entry[1]
+    while _freed:
+        ref = _freed.pop()
+        del _refs[id(ref)]
+        entry = _live[ref.storage]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _live[ref.storage]
+            _cached_bytes += entry[0]
+            _live_bytes -= entry[0]
 
 
 def track(elem: torch.Tensor) -> None:
-    """Note a new emulated tensor's values; a view's belong to its base, already noted, and
-    values wrapped twice are noted once."""
+    """Note a new emulated tensor: its storage is allocated with the first tensor on it."""
     global _live_bytes, _peak_bytes
-    if elem._base is not None:
-        return
-    key = id(elem)
+    _count_frees()
+    storage = elem.untyped_storage()
+    key = storage.data_ptr()
     entry = _live.get(key)
-    if entry is not None and entry[0]() is elem:
-        return
-    nbytes = elem.nbytes
-    _live[key] = (weakref.ref(elem, lambda ref, key=key: _freed(key, ref)), nbytes)
-    _live_bytes += nbytes
-    _peak_bytes = max(_peak_bytes, _live_bytes)
+    if entry is None:
+        entry = _live[key] = [storage.nbytes(), 0]
+        _live_bytes += entry[0]
+        _peak_bytes = max(_peak_bytes, _live_bytes)
+    entry[1] += 1
+    ref = _Values(elem, _on_free)
+    ref.storage = key
+    _refs[id(ref)] = ref
 
 
 def release() -> int:
     """Return the cached bytes to the (emulated) driver; how many there were."""
     global _cached_bytes
+    _count_frees()
     released, _cached_bytes = _cached_bytes, 0
     return released
 
 
 def allocated_bytes() -> int:
+    _count_frees()
     return _live_bytes
 
 
 def reserved_bytes() -> int:
+    _count_frees()
     return _live_bytes + _cached_bytes
 
 
@@ -70,4 +94,5 @@ def peak_bytes() -> int:
 
 def reset_peak() -> None:
     global _peak_bytes
+    _count_frees()
     _peak_bytes = _live_bytes
