@@ -156,7 +156,8 @@ class ReqToTokenPool:
             req.pages.append(page)
             lo = block * ps
             slots.append((lo, page * ps, min(ps, self.width - lo)))
-        self._write_runs(self.req_to_token[idx], slots)
+        if slots:  # the row's view is a device op of its own: none when no page is new
+            self._write_runs(self.req_to_token[idx], slots)
         per_full = ps // sps
         swa: list[tuple[int, int, int]] = []  # (full slot, SWA slot, count)
         for sblock in range(req.swa_evicted_below, -(-length // sps)):
@@ -180,9 +181,7 @@ class ReqToTokenPool:
             else:
                 runs.append((start, start + count, value))
         for lo, hi, first in runs:
-            table[lo:hi] = torch.arange(
-                first, first + hi - lo, dtype=table.dtype, device=self.device
-            )
+            torch.arange(first, first + hi - lo, out=table[lo:hi])
 
     def evict_swa(self, idx: int, seq_len: int, window: int = SWA_WINDOW) -> None:
         """Release SWA pages whose positions all lie before ``seq_len - window`` (no query of
