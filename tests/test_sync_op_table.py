@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 
+import pytest
 import torch
 
 from harness.checks.op_table import compare, derived_table
+from harness.sync import SyncKind, SyncLedger, emulated_device
 from harness.sync.emulated import waits
 
 TAGGED = {"aten::nonzero", "aten::_local_scalar_dense"}
@@ -31,6 +34,26 @@ def test_the_table_names_overloads_and_skips_ops_not_loaded_here() -> None:
     assert waits.rule_for(aten.normal.float_float) is None
     assert waits.overload_named("aten::bincount") is aten.bincount.default
     assert waits.overload_named("nosuchlib::op") is None
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is not None,
+    reason="torchvision's own NMS is here: the real-programs suite counts it",
+)
+def test_an_op_whose_library_loads_after_the_ledger_gets_its_rule() -> None:
+    # torchvision is imported by the program, after the ledger: stand in for it with its NMS's
+    # schema and a CPU kernel. Its CUDA kernel copies the mask to the host once a call.
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.impl("nms", lambda dets, scores, iou: scores.argsort(descending=True), "CPU")
+    assert waits.load_op_table()["torchvision::nms"] == 1
+    with emulated_device() as dev:
+        boxes = torch.rand(4, 4, device=dev)
+        scores = torch.rand(4, device=dev)
+        with SyncLedger() as led:
+            keep = torch.ops.torchvision.nms(boxes, scores, 0.5)
+        assert keep.shape == (4,)
+    assert [(e.kind, e.op) for e in led.events] == [(SyncKind.D2H_READ, "nms")]
 
 
 def test_agreement_and_disagreement_with_the_gpu() -> None:

@@ -125,9 +125,11 @@ def overload_named(name: str) -> Any | None:
         return None
 
 
-for _name, _n in load_op_table().items():
-    if (_op := overload_named(_name)) is not None:
-        _MEASURED[_op] = _reads(_n)
+# By name, not by op: a library whose ops the table names (torchvision) may load after the
+# ledger, and its ops exist only from then on. A plan asks once per op (door._PLANS).
+_TABLE: dict[str, Callable[[tuple, dict], list[SyncKind]]] = {
+    name: _reads(n) for name, n in load_op_table().items()
+}
 
 
 _TAGGED: dict[Any, bool] = {}  # op -> whether its tags say it reads the device
@@ -143,7 +145,7 @@ def reads_by_tags(func: Any) -> bool:
 
 def ruled_ops() -> frozenset[str]:
     """The op overloads (their names) whose waits come from a rule here, not from their tags."""
-    return frozenset(f.name() for f in _MEASURED)
+    return frozenset(f.name() for f in _MEASURED) | frozenset(_TABLE)
 
 
 def _one_read(args: tuple, kwargs: dict) -> list[SyncKind]:
@@ -153,7 +155,7 @@ def _one_read(args: tuple, kwargs: dict) -> list[SyncKind]:
 def rule_for(func: Any) -> Callable[[tuple, dict], list[SyncKind]] | None:
     """How to tell the waits of one call of aten op `func` on CUDA, in order (None: it never
     waits)."""
-    rule = _MEASURED.get(func)
+    rule = _MEASURED.get(func) or _TABLE.get(func.name())
     if rule is not None:
         return rule
     return _one_read if reads_by_tags(func) else None
