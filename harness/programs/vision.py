@@ -28,8 +28,8 @@ def _eval(model: Any, inputs: Any) -> Step:
 
 def _detection(builder: Any, device: torch.device) -> Step:
     # Double precision: how many host reads pasting the masks makes depends on where the boxes
-    # fall, and in float32 a GPU's convolutions (TF32) and a CPU's find other boxes, so the
-    # emulated device would count another program than the GPU runs.
+    # fall, and in float32 a GPU and a CPU find other boxes, so the emulated device would count
+    # another program than the GPU runs.
     torch.manual_seed(0)
     model = builder(weights=None, weights_backbone=None, num_classes=5, min_size=128, max_size=128)
     images = [image.double() for image in _images(device)]
