@@ -162,6 +162,29 @@ def test_freeing_a_device_tensor_runs_no_python_code() -> None:
     assert calls == []
 
 
+def test_an_op_calls_no_audited_builtin() -> None:
+    """Every audited event (`id()` raises one) calls each audit hook of the process in Python,
+    the ledger's own among them: an op's way through the door makes none."""
+    called: set[str] = set()
+
+    def profile(frame, event: str, arg) -> None:
+        if event == "c_call" and arg in (id, sys._getframe):
+            called.add(f"{arg.__name__} from {frame.f_code.co_filename}:{frame.f_lineno}")
+
+    def ops(x: torch.Tensor) -> torch.Tensor:  # arithmetic, a view, a cast, an index, a free
+        return (x + 1)[:, None].to(torch.int32).sum(0) + x[x.clamp(max=5)].cumsum(0)[0]
+
+    with emulated_device() as dev, SyncLedger():
+        x = torch.arange(64, device=dev)
+        ops(x)  # the first calls make the ops' plans
+        sys.setprofile(profile)
+        try:
+            ops(x)
+        finally:
+            sys.setprofile(None)
+    assert called == set()
+
+
 def test_a_view_is_no_allocation_of_its_own() -> None:
     """Views made inside the wrapper's dispatch have no `_base`; they share their base's
     storage, and freeing one returns nothing to the driver while the base lives."""

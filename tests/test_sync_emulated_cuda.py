@@ -171,6 +171,21 @@ def test_threads_started_on_the_device_run_on_it_and_a_process_ledger_sees_them(
     ]
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="needs os.posix_spawn")
+@pytest.mark.parametrize(
+    "start",
+    [
+        lambda: os.system("true"),
+        lambda: os.waitpid(os.posix_spawn("/bin/sh", ["sh", "-c", "true"], os.environ), 0),
+    ],
+    ids=["os.system", "os.posix_spawn"],
+)
+def test_children_started_without_fork_are_counted(start) -> None:
+    with SyncLedger() as led:
+        start()
+    assert led.unfollowed_children == 1
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_children_are_followed_and_others_counted() -> None:
     with emulated_device(), SyncLedger() as led:

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _installed = False
-_UNFOLLOWED_AUDIT = ("subprocess.Popen", "os.posix_spawn", "os.posix_spawnp", "os.system")
+# Every audited event in the process calls the hook, `id()` among them (and that is most): so
+# the hook is one set lookup. "os.exec" is what every os.exec* function raises.
+_UNFOLLOWED_AUDIT = frozenset(
+    {"subprocess.Popen", "os.posix_spawn", "os.posix_spawnp", "os.system", "os.exec"}
+)
 
 
 class SpooledEvents(list):  # type: ignore[type-arg]
@@ -70,7 +74,7 @@ def _note_unfollowed() -> None:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if (event in _UNFOLLOWED_AUDIT or event.startswith("os.exec")) and watching():
+    if event in _UNFOLLOWED_AUDIT and watching():
         _note_unfollowed()
 
 

@@ -11,6 +11,7 @@ emulated device can call an `empty_cache` a sync where CUDA finds nothing to ret
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import torch
@@ -19,7 +20,8 @@ import torch
 class _Values(weakref.ref):
     """A weak reference to an emulated tensor's values, naming the storage they live in."""
 
-    __slots__ = ("storage",)
+    __slots__ = ("number", "storage")
+    number: int
     storage: int
 
 
@@ -27,9 +29,11 @@ class _Values(weakref.ref):
 # when the last tensor on it (its base or any view) is. A view is told by its storage, not by
 # `_base`: the views an op makes inside the wrapper's dispatch have none.
 _live: dict[int, list[int]] = {}
-# id(reference) -> the reference, kept until its free is counted: keyed by id, since two
-# references to one tensor compare their referents (tensors) when they collide in a set
+# number -> the reference, kept until its free is counted. Keyed by a number of its own: two
+# references to one tensor compare their referents (tensors) when they collide in a set, and
+# id() raises an audit event, which the ledger's audit hook makes a Python call
 _refs: dict[int, _Values] = {}
+_numbers = itertools.count()
 # Freed values not yet counted. Their references' callback is this list's append, a C function,
 # so a free runs no Python code: CPython runs a pending Ctrl-C's handler at the next bytecode,
 # and drops an exception raised in a weakref callback (the program would never see it).
@@ -44,7 +48,7 @@ def _count_frees() -> None:
     global _cached_bytes, _live_bytes
     while _freed:
         ref = _freed.pop()
-        del _refs[id(ref)]
+        del _refs[ref.number]
         entry = _live[ref.storage]
         entry[1] -= 1
         if entry[1] == 0:
@@ -67,7 +71,8 @@ def track(elem: torch.Tensor) -> None:
     entry[1] += 1
     ref = _Values(elem, _on_free)
     ref.storage = key
-    _refs[id(ref)] = ref
+    ref.number = next(_numbers)
+    _refs[ref.number] = ref
 
 
 def release() -> int:

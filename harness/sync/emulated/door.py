@@ -180,7 +180,9 @@ class _Plan:
     host_results: frozenset[int] | None
 
 
-_PLANS: dict[int, _Plan] = {}  # id(op) -> plan; the plan holds the op, so the id stays its
+# op -> plan. Keyed by the op itself, not id(op): id() raises an audit event, and the ledger's
+# audit hook (harness.sync.children) makes each one cost a Python call
+_PLANS: dict[Any, _Plan] = {}
 
 
 def _plan(func: Any) -> _Plan:
@@ -195,7 +197,7 @@ def _plan(func: Any) -> _Plan:
         host_only=host_only,
         host_results=_HOST_RESULTS.get(func),
     )
-    _PLANS[id(func)] = plan
+    _PLANS[func] = plan
     return plan
 
 
@@ -208,7 +210,7 @@ def _own(out: Any, args: tuple) -> Any:
 
 
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
-    plan = _PLANS.get(id(func)) or _plan(func)
+    plan = _PLANS.get(func) or _plan(func)
     _check_devices(plan, args, kwargs)
     if plan.transfer is not None:
         return plan.transfer(args, kwargs)
