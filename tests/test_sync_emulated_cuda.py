@@ -186,6 +186,14 @@ def test_children_started_without_fork_are_counted(start) -> None:
     assert led.unfollowed_children == 1
 
 
+@pytest.mark.skipif(not hasattr(os, "spawnv"), reason="needs os.spawnv")
+def test_a_forked_child_that_runs_exec_is_counted_as_not_followed() -> None:
+    """os.spawnv forks, then the child runs exec: the program it runs has no ledger."""
+    with SyncLedger() as led:
+        os.spawnv(os.P_WAIT, sys.executable, [sys.executable, "-c", "pass"])
+    assert len(led.children) == 1 and led.unfollowed_children == 1
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_children_are_followed_and_others_counted() -> None:
     with emulated_device(), SyncLedger() as led:
@@ -198,4 +206,7 @@ def test_forked_children_are_followed_and_others_counted() -> None:
         subprocess.run([sys.executable, "-c", "pass"], check=True)
     assert [(e.pid, e.kind) for e in led.events] == [(pid, SyncKind.D2H_READ)]
     assert led.children == [pid] and led.unfollowed_children == 1
-    assert "1 child processes started without fork were not followed" in led.format_table()
+    assert (
+        "1 child processes started without fork or run by exec were not followed"
+        in led.format_table()
+    )

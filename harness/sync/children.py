@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,10 @@ _UNFOLLOWED_AUDIT = frozenset(
 )
 
 
+# a spool's line saying that its child ran exec: the program it ran then was not followed
+_EXEC_MARK = '{"exec": true}'
+
+
 class SpooledEvents(list):  # type: ignore[type-arg]
     """A child's events list: what it appends also goes, at once, to the parent's spool."""
 
@@ -47,6 +51,10 @@ class SpooledEvents(list):  # type: ignore[type-arg]
     def append(self, event: SyncEvent) -> None:
         super().append(event)
         self._file.write(json.dumps(event.to_json()) + "\n")
+
+    def mark_exec(self) -> None:
+        """This child is replacing its program (os.exec*): what runs next has no ledger."""
+        self._file.write(_EXEC_MARK + "\n")
 
 
 def install() -> None:
@@ -76,6 +84,10 @@ def _note_unfollowed() -> None:
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event in _UNFOLLOWED_AUDIT and watching():
         _note_unfollowed()
+        if event == "os.exec":  # in a followed child (os.spawn*'s): its parent must know
+            for ledger in open_ledgers():
+                if isinstance(ledger.events, SpooledEvents):
+                    ledger.events.mark_exec()
 
 
 def _before_fork() -> None:
@@ -98,12 +110,18 @@ def spool_dir(ledger: SyncLedger) -> Path:
     return ledger._spool
 
 
-def _read(path: Path) -> Iterator[SyncEvent]:
+def _read(path: Path) -> tuple[list[SyncEvent], bool]:
+    """A child's spooled events, and whether it then ran exec."""
+    events, ran_exec = [], False
     for line in path.read_text(encoding="utf-8").splitlines():
+        if line == _EXEC_MARK:
+            ran_exec = True
+            continue
         try:
-            yield SyncEvent.from_json(json.loads(line))
+            events.append(SyncEvent.from_json(json.loads(line)))
         except (ValueError, KeyError, TypeError):
             continue  # a child killed mid-line: the whole lines before it still count
+    return events, ran_exec
 
 
 def collect(ledger: SyncLedger) -> None:
@@ -112,8 +130,9 @@ def collect(ledger: SyncLedger) -> None:
     if folder is None or ledger._spool_owner != os.getpid():
         return
     for path in sorted(folder.glob("*.jsonl")):
-        events = list(_read(path))
+        events, ran_exec = _read(path)
         ledger.children.append(int(path.stem))
         ledger.events.extend(events)
+        ledger.unfollowed_children += ran_exec
     shutil.rmtree(folder, ignore_errors=True)
     ledger._spool = None

@@ -35,13 +35,13 @@ class SyncLedger:
     (`scope="thread"`, the default), or of every thread of the process (`scope="process"`, as
     `python -m harness syncs` uses it: serving engines run their forward in worker threads).
 
-    Either way the children the process forks are followed (`harness.sync.children`); processes
-    started otherwise are counted in `unfollowed_children`. Ledgers nest: an event is recorded
-    in every ledger that records its thread. Non-blocking hazards (`SyncKind.PAGEABLE_STAGED`)
-    are recorded too but are not syncs: counts, budgets and totals leave them out unless their
-    kind is asked for by name. On CUDA the interceptors are installed once per process, at the
-    first ledger; opening and closing a ledger only flips state (and PyTorch's sync debug mode
-    while any ledger is open). `detectors` says what saw the syncs.
+    Either way the children the process forks are followed (`harness.sync.children`) until
+    they run exec; processes started otherwise, and forked children that run exec, are counted
+    in `unfollowed_children`. Ledgers nest: an event is recorded in every ledger that records
+    its thread. Non-blocking hazards (`SyncKind.PAGEABLE_STAGED`) are recorded too but are not
+    syncs: counts, budgets and totals leave them out unless their kind is asked for by name. On
+    CUDA the interceptors are installed once per process, at the first ledger; opening and
+    closing a ledger only flips state (and PyTorch's sync debug mode while any ledger is open). `detectors` says what saw the syncs.
     """
 
     def __init__(self, scope: Scope = "thread") -> None:
@@ -51,7 +51,7 @@ class SyncLedger:
         self.events: list[SyncEvent] = []
         self.region_entries: list[RegionEntry] = []
         self.children: list[int] = []  # pids of the followed (forked) children with events
-        self.unfollowed_children = 0  # processes started without fork while open
+        self.unfollowed_children = 0  # processes started without fork, or that ran exec, while open
         self.detectors: tuple[str, ...] = ()
         self._thread: int | None = None
         self._spool: Path | None = None
@@ -124,8 +124,8 @@ class SyncLedger:
             notes.append(f"{len(self.children)} forked child processes followed")
         if self.unfollowed_children:
             notes.append(
-                f"{self.unfollowed_children} child processes started without fork were not "
-                "followed (their syncs are not here)"
+                f"{self.unfollowed_children} child processes started without fork or run by "
+                "exec were not followed (their syncs are not here)"
             )
         return notes
 
