@@ -41,7 +41,8 @@ class SyncLedger:
     its thread. Non-blocking hazards (`SyncKind.PAGEABLE_STAGED`) are recorded too but are not
     syncs: counts, budgets and totals leave them out unless their kind is asked for by name. On
     CUDA the interceptors are installed once per process, at the first ledger; opening and
-    closing a ledger only flips state (and PyTorch's sync debug mode while any ledger is open). `detectors` says what saw the syncs.
+    closing a ledger only flips state (and PyTorch's sync debug mode while any ledger is open).
+    `detectors` says what saw the syncs.
     """
 
     def __init__(self, scope: Scope = "thread") -> None:
