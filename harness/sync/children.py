@@ -11,6 +11,7 @@ ledger: they are not followed, and the ledger counts them so that its report say
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing.process
 import os
@@ -54,7 +55,9 @@ class SpooledEvents(list):  # type: ignore[type-arg]
 
     def mark_exec(self) -> None:
         """This child is replacing its program (os.exec*): what runs next has no ledger."""
-        self._file.write(_EXEC_MARK + "\n")
+        # raised from the audit hook, an error here would fail the program's exec
+        with contextlib.suppress(OSError, ValueError):
+            self._file.write(_EXEC_MARK + "\n")
 
 
 def install() -> None:
