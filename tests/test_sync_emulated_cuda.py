@@ -195,6 +195,25 @@ def test_a_forked_child_that_runs_exec_is_counted_as_not_followed() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_spool_that_cannot_be_written_does_not_fail_the_childs_exec() -> None:
+    from harness.sync.children import SpooledEvents
+    from harness.sync.state import open_ledgers
+
+    with SyncLedger():
+        pid = os.fork()
+        if pid == 0:  # the child: its spool closed under it, then exec
+            try:
+                for ledger in open_ledgers():
+                    if isinstance(ledger.events, SpooledEvents):
+                        ledger.events._file.close()
+                os.execv(sys.executable, [sys.executable, "-c", "pass"])
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_children_are_followed_and_others_counted() -> None:
     with emulated_device(), SyncLedger() as led:
         x = torch.arange(4, device="cuda")
