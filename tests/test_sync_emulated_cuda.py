@@ -195,6 +195,20 @@ def test_a_forked_child_that_runs_exec_is_counted_as_not_followed() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_what_a_followed_child_starts_unfollowed_is_counted_in_the_parent() -> None:
+    with SyncLedger() as led:
+        pid = os.fork()
+        if pid == 0:  # the child: two processes of its own, then out without any cleanup
+            try:
+                subprocess.run([sys.executable, "-c", "pass"], check=True)
+                os.system("true")
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    assert led.children == [pid] and led.unfollowed_children == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_spool_that_cannot_be_written_does_not_fail_the_childs_exec() -> None:
     from harness.sync.children import SpooledEvents
     from harness.sync.state import open_ledgers

@@ -38,10 +38,6 @@ _UNFOLLOWED_AUDIT = frozenset(
 )
 
 
-# a spool's line saying that its child ran exec: the program it ran then was not followed
-_EXEC_MARK = '{"exec": true}'
-
-
 class SpooledEvents(list):  # type: ignore[type-arg]
     """A child's events list: what it appends also goes, at once, to the parent's spool."""
 
@@ -53,11 +49,12 @@ class SpooledEvents(list):  # type: ignore[type-arg]
         super().append(event)
         self._file.write(json.dumps(event.to_json()) + "\n")
 
-    def mark_exec(self) -> None:
-        """This child is replacing its program (os.exec*): what runs next has no ledger."""
-        # raised from the audit hook, an error here would fail the program's exec
+    def note_unfollowed(self, how: str) -> None:
+        """This child started a process the ledger does not follow (`how`: the audit event, or
+        multiprocessing's start method), or replaced its own program ("os.exec")."""
+        # called from the audit hook, an error here would fail the program's call
         with contextlib.suppress(OSError, ValueError):
-            self._file.write(_EXEC_MARK + "\n")
+            self._file.write(json.dumps({"unfollowed": how}) + "\n")
 
 
 def install() -> None:
@@ -73,24 +70,22 @@ def install() -> None:
 
     def start_noting_method(self: Any) -> None:
         if self._start_method not in (None, "fork") and watching():
-            _note_unfollowed()
+            _note_unfollowed(self._start_method)
         return start(self)
 
     multiprocessing.process.BaseProcess.start = start_noting_method  # type: ignore[method-assign]
 
 
-def _note_unfollowed() -> None:
+def _note_unfollowed(how: str) -> None:
     for ledger in open_ledgers():
         ledger.unfollowed_children += 1
+        if isinstance(ledger.events, SpooledEvents):  # a followed child: its parent must know
+            ledger.events.note_unfollowed(how)
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event in _UNFOLLOWED_AUDIT and watching():
-        _note_unfollowed()
-        if event == "os.exec":  # in a followed child (os.spawn*'s): its parent must know
-            for ledger in open_ledgers():
-                if isinstance(ledger.events, SpooledEvents):
-                    ledger.events.mark_exec()
+        _note_unfollowed(event)
 
 
 def _before_fork() -> None:
@@ -113,18 +108,21 @@ def spool_dir(ledger: SyncLedger) -> Path:
     return ledger._spool
 
 
-def _read(path: Path) -> tuple[list[SyncEvent], bool]:
-    """A child's spooled events, and whether it then ran exec."""
-    events, ran_exec = [], False
+def _read(path: Path) -> tuple[list[SyncEvent], int]:
+    """A child's spooled events, and how many processes it started unfollowed: one more if it
+    ran exec (once, however many paths os.execvp and the like tried)."""
+    events, starts, ran_exec = [], 0, False
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line == _EXEC_MARK:
-            ran_exec = True
-            continue
         try:
-            events.append(SyncEvent.from_json(json.loads(line)))
+            record = json.loads(line)
+            if "unfollowed" in record:
+                ran_exec |= record["unfollowed"] == "os.exec"
+                starts += record["unfollowed"] != "os.exec"
+            else:
+                events.append(SyncEvent.from_json(record))
         except (ValueError, KeyError, TypeError):
             continue  # a child killed mid-line: the whole lines before it still count
-    return events, ran_exec
+    return events, starts + ran_exec
 
 
 def collect(ledger: SyncLedger) -> None:
@@ -133,9 +131,9 @@ def collect(ledger: SyncLedger) -> None:
     if folder is None or ledger._spool_owner != os.getpid():
         return
     for path in sorted(folder.glob("*.jsonl")):
-        events, ran_exec = _read(path)
+        events, unfollowed = _read(path)
         ledger.children.append(int(path.stem))
         ledger.events.extend(events)
-        ledger.unfollowed_children += ran_exec
+        ledger.unfollowed_children += unfollowed
     shutil.rmtree(folder, ignore_errors=True)
     ledger._spool = None
