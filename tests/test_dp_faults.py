@@ -33,6 +33,7 @@ def _launcher(code: str, tmp_path: Path) -> subprocess.Popen:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")]),
         BLOCKED_FLAG: str(tmp_path / "blocked"),
+        "TMPDIR": str(tmp_path),  # what a killed launcher cannot remove stays with the test
     }
     return subprocess.Popen(
         [sys.executable, "-c", code],

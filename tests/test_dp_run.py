@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing.process
 import re
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -44,14 +45,28 @@ NCCL_EXCHANGE = {("h2d_blocking", "tensor"): 2, ("d2h_read", "setitem"): 1,
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def bench(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The run folder, and what the run left in the temporary directory."""
     out = tmp_path_factory.mktemp("dp")
+    temp = tmp_path_factory.mktemp("tempdir")
     argv = ["bench", "--scenario", "dp_attention", "--device", "emu", "--out", str(out)]
     for s in SETTINGS:
         argv += ["--set", s]
-    assert main(argv) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tempfile, "tempdir", str(temp))
+        assert main(argv) == 0
     (folder,) = (out / "dp_attention").iterdir()
-    return folder
+    # multiprocessing's own folder (the fork server's socket) goes when this process exits
+    return folder, sorted(p.name for p in temp.iterdir() if not p.name.startswith("pymp-"))
+
+
+@pytest.fixture(scope="module")
+def run(bench) -> Path:
+    return bench[0]
+
+
+def test_a_run_leaves_nothing_in_the_temporary_directory(bench):
+    assert bench[1] == []
 
 
 def _table(folder: Path, name: str) -> pd.DataFrame:

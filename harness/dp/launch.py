@@ -122,22 +122,14 @@ def launch_local(job: RankJob) -> RankResult:
     first launched; a rank gets the environment of that first launch, with torch's rank
     variables on top."""
     import multiprocessing
+    import tempfile
 
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     ranks = dp_of(job.loaded.scenario).ranks
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=ranks,
-        run_id=f"harness-{job.run_id}",
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",  # a free port: torchrun --standalone
-        max_restarts=0,
-        start_method="forkserver",
-    )
     preload = [FORK_SERVER]
     if device_kind(job.device) == "emu":
         # torch imports DTensor at the first op on any tensor subclass (its fast path for
@@ -148,7 +140,21 @@ def launch_local(job: RankJob) -> RankResult:
     folder = job.out_root / job.loaded.name / job.run_id
     job = dataclasses.replace(job, launcher_pid=os.getpid())  # each rank dies with this process
     try:
-        results = elastic_launch(config, run_rank)(job)
+        # torch's launcher keeps the ranks' error files in a folder it never removes (by default
+        # a new one in the temporary directory each launch): here they go with the launch
+        with tempfile.TemporaryDirectory(prefix="harness-dp-launch-") as logs:
+            config = LaunchConfig(
+                min_nodes=1,
+                max_nodes=1,
+                nproc_per_node=ranks,
+                run_id=f"harness-{job.run_id}",
+                rdzv_backend="c10d",
+                rdzv_endpoint="localhost:0",  # a free port: torchrun --standalone
+                max_restarts=0,
+                start_method="forkserver",
+                logs_specs=DefaultLogsSpecs(log_dir=logs),
+            )
+            results = elastic_launch(config, run_rank)(job)
     except ChildFailedError as exc:
         failed = ", ".join(f"rank {rank} ({_how(f)})" for rank, f in sorted(exc.failures.items()))
         left = record_stop(folder, f"{failed} failed")
