@@ -14,7 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.sync import EmulationError, SyncKind, SyncLedger, emulated_device, host_values
+from harness.sync import (
+    EmulationError,
+    SyncKind,
+    SyncLedger,
+    emulated_device,
+    host_values,
+    is_emulated,
+)
 
 
 def _cpp_device(t: torch.Tensor) -> torch.device:
@@ -22,6 +29,7 @@ def _cpp_device(t: torch.Tensor) -> torch.device:
 
 
 def test_device_tensors_read_cuda_to_python_and_meta_to_cpp() -> None:
+    gpu_here = torch.cuda.is_available()
     with emulated_device():
         t = torch.arange(3, device="cuda")
         assert (t.device, t.is_cuda, t.is_meta, t.get_device()) == (
@@ -34,7 +42,28 @@ def test_device_tensors_read_cuda_to_python_and_meta_to_cpp() -> None:
         assert torch.cuda.is_available() and torch.cuda.device_count() == 1
         assert torch.cuda.get_device_capability() == (9, 0)
         assert torch.accelerator.current_accelerator() == torch.device("cuda")
-    assert not torch.cuda.is_available()  # the claim ends with the device
+    assert torch.cuda.is_available() == gpu_here  # the claim ends with the device
+
+
+def test_code_that_says_cuda_runs_on_the_emulated_device_beside_a_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a machine with a GPU (stood in for here) "cuda" and torch.cuda's streams are the
+    emulated device's as in CI, so a run there counts what it counts in CI."""
+    from harness.sync.emulated import mode
+
+    monkeypatch.setattr(mode, "cuda_present", lambda: True)
+    with emulated_device(), SyncLedger() as led:
+        t = torch.arange(3, device="cuda")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            total = int(t.sum())
+        side.synchronize()
+    assert total == 3 and is_emulated(t)
+    assert [(e.kind, e.op) for e in led.events] == [
+        (SyncKind.D2H_READ, "int"),
+        (SyncKind.EXPLICIT, "Stream.synchronize"),
+    ]
 
 
 def test_assert_close_compares_values_as_on_cuda() -> None:
@@ -232,9 +261,11 @@ def test_forked_children_are_followed_and_others_counted() -> None:
     with emulated_device(), SyncLedger() as led:
         x = torch.arange(4, device="cuda")
         pid = os.fork()
-        if pid == 0:  # the child: one sync, then out without any cleanup
-            x.sum().item()
-            os._exit(0)
+        if pid == 0:  # the child: one sync, then out without any cleanup (never back to pytest)
+            try:
+                x.sum().item()
+            finally:
+                os._exit(0)
         os.waitpid(pid, 0)
         subprocess.run([sys.executable, "-c", "pass"], check=True)
     assert [(e.pid, e.kind) for e in led.events] == [(pid, SyncKind.D2H_READ)]

@@ -188,7 +188,7 @@ def _run_checks(kernels: list[str], quick: bool, oracle: bool, dev: torch.device
         lists_d, syncs_d, n, ms, _ = _run(check, dev)
         # The emulated side always uses the PyTorch reference ops.
         emu_check = Check(**{**asdict(check), "kernels": "torch"})
-        with emulated_device() as emu:
+        with emulated_device(claim_cuda=False) as emu:
             lists_e, syncs_e, _, _, make_oracle = _run(emu_check, emu)
             oracle_res = _diff(lists_e, make_oracle()) if oracle else "-"
         if dev.type == "cpu":

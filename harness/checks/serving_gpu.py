@@ -117,7 +117,7 @@ def _reference(cfg: WorldConfig, mode: str, bucket: int) -> tuple[dict, str]:
     from harness.sync import emulated_device
 
     try:
-        with emulated_device() as dev:
+        with emulated_device(claim_cuda=False) as dev:
             _, world, _ = _run_one(cfg, dev)
             return _metadata(world, mode, bucket), "emulated"
     except Exception as exc:  # emulation next to a real GPU is a fallback path: say so

@@ -70,7 +70,7 @@ def _syncs(kinds: Mapping[SyncKind, int]) -> int:
 
 
 def _emulated_row(case: Case) -> Row:
-    with emulated_device(claim_cuda=True) as dev:
+    with emulated_device() as dev:
         seen = _ledger(case, dev)
     return {
         "emulated_syncs": _syncs(seen),

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     sys.argv = [str(script), *script_args]
     try:
         scope = "thread" if args.thread_only else "process"
-        with use_device(kind, claim_cuda=True) as info, SyncLedger(scope=scope) as ledger:
+        with use_device(kind) as info, SyncLedger(scope=scope) as ledger:
             code = _run_script(script)
     finally:
         sys.argv = saved_argv

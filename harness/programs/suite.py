@@ -133,7 +133,7 @@ def _where(exc: BaseException) -> str:
 @contextmanager
 def _device(kind: str) -> Iterator[None]:
     if kind == "emu":
-        with emulated_device(claim_cuda=True):
+        with emulated_device():
             yield
     else:
         yield

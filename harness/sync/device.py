@@ -36,11 +36,9 @@ def resolve_kind(kind: str) -> str:
 
 
 @contextmanager
-def use_device(kind: str = "auto", *, claim_cuda: bool = False) -> Iterator[DeviceInfo]:
-    """Yield the device to run on; the emulated device is active for the block when chosen.
-
-    `claim_cuda`: on the emulated device, code that says `"cuda"` runs there even on a machine
-    with a GPU (without a GPU it always does)."""
+def use_device(kind: str = "auto") -> Iterator[DeviceInfo]:
+    """Yield the device to run on; the emulated device is active for the block when chosen, and
+    code that says `"cuda"` runs there, also on a machine with a GPU."""
     import torch
 
     from harness.sync.emulated import emulated_device
@@ -51,5 +49,5 @@ def use_device(kind: str = "auto", *, claim_cuda: bool = False) -> Iterator[Devi
             "cuda", torch.device("cuda", torch.cuda.current_device()), torch.cuda.get_device_name()
         )
         return
-    with emulated_device(claim_cuda=claim_cuda or None) as dev:
+    with emulated_device() as dev:
         yield DeviceInfo("emu", dev, "emulated device (CPU tensors; host times only)")

@@ -222,7 +222,7 @@ def _on_device(
     if kind == "emu":
         from harness.sync.emulated import emulated_device
 
-        return emulated_device(claim_cuda=True)
+        return emulated_device()
     return contextlib.nullcontext()
 
 

@@ -320,24 +320,25 @@ def _stop() -> None:
 
 
 @contextmanager
-def emulated_device(claim_cuda: bool | None = None) -> Iterator[torch.device]:
+def emulated_device(claim_cuda: bool = True) -> Iterator[torch.device]:
     """Run CUDA-style code on the CPU; yields the device handle to use for device tensors.
 
-    `claim_cuda` (default: when no CUDA device is present): code that says `"cuda"` runs on
-    the emulated device, its tensors read `cuda:0` to Python, and `torch.cuda`'s device queries,
-    streams, events, synchronize and empty_cache are emulated (process-wide) while any emulated
-    device is active. Threads started while it is active run on it too.
+    `claim_cuda` (the default, on every machine): code that says `"cuda"` runs on the emulated
+    device, its tensors read `cuda:0` to Python, and `torch.cuda`'s device queries, streams,
+    events, synchronize and empty_cache are emulated (process-wide) while any emulated device is
+    active, so a run counts the same syncs on a machine with a GPU as without one. False leaves
+    `"cuda"` and `torch.cuda` to the GPU, for checks that run both in one process. Threads
+    started while it is active run on it too.
     """
     global _DEPTH
-    claim = (not cuda_present()) if claim_cuda is None else claim_cuda
     with _LOCK:
         _DEPTH += 1
         if _DEPTH == 1:
             _start()
-        if claim and not CLAIM.cuda:
+        if claim_cuda and not CLAIM.cuda:
             _claim()
     try:
-        with _on_this_thread(claim):
+        with _on_this_thread(claim_cuda):
             yield EMU_DEVICE
     finally:
         with _LOCK:
