@@ -17,6 +17,8 @@ SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tinyserve"
 SNAPSHOTS = ".sync-snapshots.json"
 ANCHOR = '    with region("cu_seqlens"):\n'
 PLANT = "        seq_lens.sum().item()  # planted\n"
+# the committed file was recorded on the emulated device; on a machine with a GPU too
+ON_EMU = ("--sync-device", "emu")
 
 
 @pytest.fixture
@@ -28,10 +30,10 @@ def sample(pytester: pytest.Pytester) -> Path:
 def test_snapshot_cycle(pytester: pytest.Pytester, sample: Path) -> None:
     file = sample / SNAPSHOTS
     committed = file.read_text()
-    run(pytester, "--sync-snapshot-strict").assert_outcomes(passed=5)
+    run(pytester, *ON_EMU, "--sync-snapshot-strict").assert_outcomes(passed=5)
 
     file.unlink()
-    run(pytester, "--sync-snapshot").assert_outcomes(passed=5)
+    run(pytester, *ON_EMU, "--sync-snapshot").assert_outcomes(passed=5)
     assert file.read_text() == committed  # recording is deterministic, and the file is current
 
     paging = sample / "tinyserve" / "paging.py"
@@ -42,7 +44,7 @@ def test_snapshot_cycle(pytester: pytest.Pytester, sample: Path) -> None:
     tests = (sample / "tests" / "test_paging.py").read_text().splitlines()
     caller = tests.index("    offsets = cu_seqlens(seq_lens)") + 1
 
-    failed = run(pytester, "--sync-snapshot")
+    failed = run(pytester, *ON_EMU, "--sync-snapshot")
     failed.assert_outcomes(passed=2, failed=3)
     out = failed.stdout.str()
     assert f"d2h_read item at tinyserve/paging.py:{line} in cu_seqlens" in out
@@ -51,10 +53,10 @@ def test_snapshot_cycle(pytester: pytest.Pytester, sample: Path) -> None:
     assert f"tests/test_paging.py:{caller} in test_cu_seqlens" in out  # the test's frame
     assert file.read_text() == committed  # a failing run changes nothing
 
-    run(pytester, "--sync-snapshot-update").assert_outcomes(passed=5)
+    run(pytester, *ON_EMU, "--sync-snapshot-update").assert_outcomes(passed=5)
     entry = json.loads(file.read_text())["tests"]["tests/test_paging.py::test_cu_seqlens"]
     assert entry == {"cu_seqlens": {"d2h_read item in cu_seqlens (tinyserve/paging.py)": 1}}
-    run(pytester, "--sync-snapshot-strict").assert_outcomes(passed=5)
+    run(pytester, *ON_EMU, "--sync-snapshot-strict").assert_outcomes(passed=5)
 
 
 def test_the_gate_page_shows_the_committed_file() -> None:
