@@ -42,8 +42,7 @@ from harness.checks.backend_cases import (
     reserve_for,
 )
 from harness.results.files import write_json
-from harness.sync import SyncLedger, emulated_device, region
-from harness.sync.platform import cuda_present
+from harness.sync import SyncLedger, emulated_device_beside_gpu, region
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
 CONTEXT = 2048
@@ -189,8 +188,7 @@ def _run_checks(kernels: list[str], quick: bool, oracle: bool, dev: torch.device
         lists_d, syncs_d, n, ms, _ = _run(check, dev)
         # The emulated side always uses the PyTorch reference ops.
         emu_check = Check(**{**asdict(check), "kernels": "torch"})
-        # beside a GPU, "cuda" stays the GPU's: this process runs on both
-        with emulated_device(claim_cuda=not cuda_present()) as emu:
+        with emulated_device_beside_gpu() as emu:
             lists_e, syncs_e, _, _, make_oracle = _run(emu_check, emu)
             oracle_res = _diff(lists_e, make_oracle()) if oracle else "-"
         if dev.type == "cpu":

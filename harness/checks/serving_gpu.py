@@ -114,12 +114,10 @@ def check_bucket(
 
 
 def _reference(cfg: WorldConfig, mode: str, bucket: int) -> tuple[dict, str]:
-    from harness.sync import emulated_device
-    from harness.sync.platform import cuda_present
+    from harness.sync import emulated_device_beside_gpu
 
     try:
-        # beside a GPU, "cuda" stays the GPU's: this process runs on both
-        with emulated_device(claim_cuda=not cuda_present()) as dev:
+        with emulated_device_beside_gpu() as dev:
             _, world, _ = _run_one(cfg, dev)
             return _metadata(world, mode, bucket), "emulated"
     except Exception as exc:  # emulation next to a real GPU is a fallback path: say so

@@ -23,6 +23,7 @@ _HOME = {
     "EmuTensor": ("emulated", "EmuTensor"),
     "EmulationError": ("emulated", "EmulationError"),
     "emulated_device": ("emulated", "emulated_device"),
+    "emulated_device_beside_gpu": ("emulated", "emulated_device_beside_gpu"),
     "host_values": ("emulated", "host_values"),
     "is_emulated": ("emulated", "is_emulated"),
     "RegionEntry": ("events", "RegionEntry"),

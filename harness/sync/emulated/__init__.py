@@ -6,7 +6,14 @@ through one door (every aten op, plus the few Python reads that bypass aten), wh
 read, transfer and wait by the same rules as the CUDA interceptors (`harness.sync.rules`).
 """
 
-from harness.sync.emulated.mode import emulated_device
+from harness.sync.emulated.mode import emulated_device, emulated_device_beside_gpu
 from harness.sync.emulated.tensor import EmulationError, EmuTensor, host_values, is_emulated
 
-__all__ = ["EmuTensor", "EmulationError", "emulated_device", "host_values", "is_emulated"]
+__all__ = [
+    "EmuTensor",
+    "EmulationError",
+    "emulated_device",
+    "emulated_device_beside_gpu",
+    "host_values",
+    "is_emulated",
+]

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -345,3 +345,9 @@ def emulated_device(claim_cuda: bool = True) -> Iterator[torch.device]:
             _DEPTH -= 1
             if _DEPTH == 0:
                 _stop()
+
+
+def emulated_device_beside_gpu() -> AbstractContextManager[torch.device]:
+    """The emulated device for a process that also runs on the GPU: where a CUDA device is
+    present, `"cuda"` and `torch.cuda` stay the GPU's; without one it claims them as usual."""
+    return emulated_device(claim_cuda=not cuda_present())
