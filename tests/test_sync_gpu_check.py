@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from sync_fakes import FakeCupti
 
 from harness.checks import emulated_cost, sync_gpu, sync_oracle, sync_overhead
+from harness.sync import cupti
 from harness.sync.catalogue import CASES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,6 +116,33 @@ def test_overhead_targets_are_ratios_to_the_plain_step() -> None:
         "max_syncs_per_step": (1.3, False),
         "region_enter_exit": (1200.0, False),
     }
+
+
+class _NoSleeper:
+    ms = 1.0
+
+    def queue(self, stream: object) -> None:
+        return None
+
+
+def test_the_oracle_times_with_cupti_detached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attached, CUPTI's callbacks between a copy to the host and its stream synchronize let the
+    oracle's next sleep in between them: one wait more than the program makes."""
+    fake = FakeCupti()
+    for name in ("_tried", "_subscriber", "_api", "_names", "_status", "_enter"):
+        monkeypatch.setattr(cupti, name, getattr(cupti, name))
+    monkeypatch.setattr(cupti, "_tried", False)
+    monkeypatch.setattr(cupti, "_subscriber", None)
+    monkeypatch.setattr(cupti, "_names", {})
+    monkeypatch.setattr(cupti, "_load_api", lambda: fake)
+    monkeypatch.delenv("HARNESS_SYNC_CUPTI", raising=False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    assert cupti.attach()
+    seen: list[bool] = []
+    sync_oracle.count_waits(lambda: lambda: seen.append(cupti.attached()), _NoSleeper(), 2)
+    assert seen == [False] * 4  # idle and behind the sleeps, each repeat
+    assert cupti.attached() and fake.unsubscribed == 1  # subscribed again afterwards
 
 
 @pytest.mark.gpu

@@ -18,6 +18,14 @@ two `.item()` calls always 2). Limits: a call that holds the GIL while it waits 
 watchdog from queuing the next sleep; host work of more than D between two waits lets a second
 sleep in (an overcount); waits on another stream than the current one are not seen. The raw
 ratio is kept, so a fraction far from a whole number shows an unclear case.
+
+The oracle times the program without a profiler: the ledger's CUPTI detector is detached while
+it runs (`cupti.paused`). Attached, CUPTI calls back into Python between the two driver calls of
+one ATen copy to the host (the copy, then its stream synchronize), and the watchdog's launch,
+held up until the copy's wait ends, lands between them: the synchronize waits for that sleep
+too. Measured on an H200: `tolist` read 2 D in 5 runs of 5 with CUPTI attached, 1 D in every
+run without it, and 1 D either way behind one sleep with no watchdog; attached, 13 catalogue
+cases that copy device data to pageable host memory read one wait more than the ledger.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from harness.sync import cupti
 
 SLEEP_MS = 50.0
 REPEATS = 5
@@ -96,16 +106,18 @@ def _behind_sleeps_ms(call: Callable[[], object], sleeper: Sleeper) -> float:
 def count_waits(
     prepare: Callable[[], Callable[[], object]], sleeper: Sleeper, repeats: int = REPEATS
 ) -> Verdict:
-    """Waits of the call `prepare()` returns; `prepare` runs before each timing, untimed."""
+    """Waits of the call `prepare()` returns; `prepare` runs before each timing, untimed. CUPTI
+    is detached meanwhile (see the module's docstring)."""
     idle, behind = [], []
-    for _ in range(repeats):
-        call = prepare()
-        torch.cuda.synchronize()
-        idle.append(_host_ms(call))
-        call = prepare()
-        torch.cuda.synchronize()
-        behind.append(_behind_sleeps_ms(call, sleeper))
-        torch.cuda.synchronize()
+    with cupti.paused():
+        for _ in range(repeats):
+            call = prepare()
+            torch.cuda.synchronize()
+            idle.append(_host_ms(call))
+            call = prepare()
+            torch.cuda.synchronize()
+            behind.append(_behind_sleeps_ms(call, sleeper))
+            torch.cuda.synchronize()
     idle_ms = statistics.median(idle)
     ratio = (max(behind) - idle_ms) / sleeper.ms
     return Verdict(max(0, round(ratio)), ratio, idle_ms)
