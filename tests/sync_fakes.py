@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
 import torch
+
+from harness.sync import cupti
 
 
 @dataclass
@@ -79,6 +82,18 @@ class FakeCupti:
         cbid = getattr(self.driver_api_trace_cbid, name)
         if cbid in self.enabled and self.callback is not None:
             self.callback(None, self.CallbackDomain.DRIVER_API, cbid, _CallbackData(site))
+
+
+def use_fake_cupti(monkeypatch: pytest.MonkeyPatch, fake: FakeCupti) -> None:
+    """The CUPTI detector unattached, with `fake` as NVIDIA's module, and all of its process
+    state put back after the test: a fake left behind as its API would take the unsubscribe of
+    the real subscription, which then stays attached (on a GPU, through the rest of the run)."""
+    for name in ("_tried", "_subscriber", "_api", "_names", "_status", "_enter"):
+        monkeypatch.setattr(cupti, name, getattr(cupti, name))
+    monkeypatch.setattr(cupti, "_tried", False)
+    monkeypatch.setattr(cupti, "_subscriber", None)
+    monkeypatch.setattr(cupti, "_names", {})
+    monkeypatch.setattr(cupti, "_load_api", lambda: fake)
 
 
 @dataclass

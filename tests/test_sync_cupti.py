@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
-from sync_fakes import SITE_SKIP_FILE, FakeCupti, as_one_c_call
+from sync_fakes import SITE_SKIP_FILE, FakeCupti, as_one_c_call, use_fake_cupti
 
 from harness.sync import SyncKind, SyncLedger, cupti, events, hooks
 from harness.sync.state import STATE
@@ -28,9 +28,7 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
     monkeypatch.setattr(events, "_SITE_SKIP", (*events._SITE_SKIP, SITE_SKIP_FILE))
     monkeypatch.setattr(events, "_SKIP_FILES", {*events._SKIP_FILES, SITE_SKIP_FILE})
     fake = FakeCupti()
-    for name, value in (("_tried", False), ("_subscriber", None), ("_names", {})):
-        monkeypatch.setattr(cupti, name, value)
-    monkeypatch.setattr(cupti, "_load_api", lambda: fake)
+    use_fake_cupti(monkeypatch, fake)
     monkeypatch.setattr(cupti, "detach", lambda: None)  # no atexit unsubscribe of the fake
     yield fake
     cupti._PENDING.events.clear()
@@ -169,3 +167,16 @@ def test_without_cupti_the_ledger_says_why(
         driver.fire("cuStreamSynchronize")
     assert led.events == [] and "cupti" not in led.detectors
     assert status in led.describe_detectors()
+
+
+def test_the_fake_leaves_the_detectors_state_as_it_found_it() -> None:
+    """A fake left as the detector's API would take the unsubscribe of a real subscription made
+    before it, which would then stay attached."""
+    names = ("_tried", "_subscriber", "_api", "_names", "_status", "_enter", "_load_api")
+    before = {n: getattr(cupti, n) for n in names}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("HARNESS_SYNC_CUPTI", raising=False)
+        fake = FakeCupti()
+        use_fake_cupti(mp, fake)
+        assert cupti.attach() and cupti._api is fake
+    assert {n: getattr(cupti, n) for n in names} == before

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from sync_fakes import FakeCupti
+from sync_fakes import FakeCupti, use_fake_cupti
 
 from harness.checks import emulated_cost, sync_gpu, sync_oracle, sync_overhead
-from harness.sync import cupti
+from harness.sync import SyncLedger, cupti
 from harness.sync.catalogue import CASES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,12 +129,7 @@ def test_the_oracle_times_with_cupti_detached(monkeypatch: pytest.MonkeyPatch) -
     """Attached, CUPTI's callbacks between a copy to the host and its stream synchronize let the
     oracle's next sleep in between them: one wait more than the program makes."""
     fake = FakeCupti()
-    for name in ("_tried", "_subscriber", "_api", "_names", "_status", "_enter"):
-        monkeypatch.setattr(cupti, name, getattr(cupti, name))
-    monkeypatch.setattr(cupti, "_tried", False)
-    monkeypatch.setattr(cupti, "_subscriber", None)
-    monkeypatch.setattr(cupti, "_names", {})
-    monkeypatch.setattr(cupti, "_load_api", lambda: fake)
+    use_fake_cupti(monkeypatch, fake)
     monkeypatch.delenv("HARNESS_SYNC_CUPTI", raising=False)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
@@ -143,6 +138,18 @@ def test_the_oracle_times_with_cupti_detached(monkeypatch: pytest.MonkeyPatch) -
     sync_oracle.count_waits(lambda: lambda: seen.append(cupti.attached()), _NoSleeper(), 2)
     assert seen == [False] * 4  # idle and behind the sleeps, each repeat
     assert cupti.attached() and fake.unsubscribed == 1  # subscribed again afterwards
+
+
+@pytest.mark.gpu
+def test_oracle_reads_one_wait_for_tolist_with_cupti_attached() -> None:
+    x = torch.arange(1000, device="cuda", dtype=torch.float32)
+    with SyncLedger():  # the first ledger on CUDA attaches CUPTI where it can
+        x.sum().item()
+    if not cupti.attached():
+        pytest.skip(f"CUPTI: {cupti.status()}")
+    verdict = sync_oracle.count_waits(lambda: x.tolist, sync_oracle.Sleeper.calibrated())
+    assert verdict.waits == 1, verdict
+    assert cupti.attached()
 
 
 @pytest.mark.gpu
