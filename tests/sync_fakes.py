@@ -85,15 +85,17 @@ class FakeCupti:
 
 
 def use_fake_cupti(monkeypatch: pytest.MonkeyPatch, fake: FakeCupti) -> None:
-    """The CUPTI detector unattached, with `fake` as NVIDIA's module, and all of its process
-    state put back after the test: a fake left behind as its API would take the unsubscribe of
-    the real subscription, which then stays attached (on a GPU, through the rest of the run)."""
+    """The CUPTI detector unattached and free to attach, with `fake` as NVIDIA's module, and all
+    of its process state put back after the test: a fake left behind as its API would take the
+    unsubscribe of the real subscription, which then stays attached (on a GPU, through the rest
+    of the run)."""
     for name in ("_tried", "_subscriber", "_api", "_names", "_status", "_enter"):
         monkeypatch.setattr(cupti, name, getattr(cupti, name))
     monkeypatch.setattr(cupti, "_tried", False)
     monkeypatch.setattr(cupti, "_subscriber", None)
     monkeypatch.setattr(cupti, "_names", {})
     monkeypatch.setattr(cupti, "_load_api", lambda: fake)
+    monkeypatch.delenv("HARNESS_SYNC_CUPTI", raising=False)
 
 
 @dataclass

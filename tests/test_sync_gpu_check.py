@@ -130,7 +130,6 @@ def test_the_oracle_times_with_cupti_detached(monkeypatch: pytest.MonkeyPatch) -
     oracle's next sleep in between them: one wait more than the program makes."""
     fake = FakeCupti()
     use_fake_cupti(monkeypatch, fake)
-    monkeypatch.delenv("HARNESS_SYNC_CUPTI", raising=False)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
     assert cupti.attach()
