@@ -81,6 +81,7 @@ def test_emulated_smoke_run_writes_every_table(
     assert {"region_enter_exit", "ledger_open_close", *emulated_cost.CONFIGS} <= configs
     meta = json.loads((out / "meta.json").read_text())
     assert meta["device_kind"] == "emu" and "nvtx_backend" in meta
+    assert isinstance(meta["cupti_status_overhead"], str)
     assert not any(p.name.endswith(".tmp") for p in out.iterdir())
     text = capsys.readouterr().out
     assert text.rstrip().splitlines()[-1] == "result: ok"
@@ -116,6 +117,23 @@ def test_overhead_targets_are_ratios_to_the_plain_step() -> None:
         "max_syncs_per_step": (1.3, False),
         "region_enter_exit": (1200.0, False),
     }
+
+
+def test_cuptis_share_names_the_state_it_was_timed_in(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a profiler that ran after the host configurations leaves CUPTI unsubscribable
+    monkeypatch.setattr(cupti, "_status", "could not subscribe (another subscriber)")
+    rows = [
+        {"config": c, "value": v}
+        for c, v in (("plain", 100), ("ledger_across_steps", 110), ("ledger_without_cupti", 100))
+    ]
+    sync_gpu._print_overhead(rows, "attached: driver-API callbacks on 9 synchronizing calls")
+    line = next(s for s in capsys.readouterr().out.splitlines() if "own share" in s)
+    assert line.strip() == (
+        "the CUPTI detector's own share: 1.10x "
+        "(attached: driver-API callbacks on 9 synchronizing calls)"
+    )
 
 
 class _NoSleeper:

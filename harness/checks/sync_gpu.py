@@ -187,8 +187,10 @@ def _print_catalogue(rows: list[Row]) -> None:
         )
 
 
-def _print_overhead(rows: list[Row]) -> list[str]:
-    """Print the overhead table; return one summary line per target."""
+def _print_overhead(rows: list[Row], cupti_status: str) -> list[str]:
+    """Print the overhead table; return one summary line per target. `cupti_status` is the CUPTI
+    detector's state when the host configurations were timed: a profiler run later takes CUPTI's
+    one subscriber, so the state at printing time says nothing of those rows."""
     med = sync_overhead.median
     base = med(rows, "plain") or float("nan")
     print(f"\nhost time per step (median, configurations interleaved), nvtx {NVTX_BACKEND}:")
@@ -202,7 +204,7 @@ def _print_overhead(rows: list[Row]) -> list[str]:
         print("  (the profiler rows ran after the catalogue, once CUPTI was attached)")
     cupti_on, cupti_off = med(rows, "ledger_across_steps"), med(rows, "ledger_without_cupti")
     if cupti_on and cupti_off:
-        print(f"  the CUPTI detector's own share: {cupti_on / cupti_off:.2f}x ({cupti.status()})")
+        print(f"  the CUPTI detector's own share: {cupti_on / cupti_off:.2f}x ({cupti_status})")
     for name in ("region_enter_exit", "ledger_open_close"):
         m = med(rows, name)
         if m is not None:
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda" if use_cuda else "cpu")
     # overheads first: installing the interceptors and attaching a profiler are for good
     overhead = sync_overhead.step_overhead(dev, args.steps)
+    cupti_at_overhead = cupti.status()
     overhead += sync_overhead.enter_exit_costs()
     overhead += emulated_cost.cost_rows(min(args.steps, 100))
 
@@ -267,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     _print_catalogue(cat)
     write_dict_rows(args.out / "catalogue.csv", cat)
     threshold = None
-    extra: dict[str, object] = {"ledger_staging_bytes": pageable_staging_bytes()}
+    extra: dict[str, object] = {
+        "ledger_staging_bytes": pageable_staging_bytes(),
+        "cupti_status_overhead": cupti_at_overhead,
+    }
     if use_cuda:
         measured, tried = check_threshold()
         write_dict_rows(args.out / "threshold.csv", tried)
@@ -275,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         extra.update(measured_staging_bytes=measured, sleep_ms=sync_oracle.SLEEP_MS)
         overhead += sync_overhead.profiler_overhead(args.steps)
     write_dict_rows(args.out / "overhead.csv", overhead)
-    targets = _print_overhead(overhead)
+    targets = _print_overhead(overhead, cupti_at_overhead)
     kind = "cuda" if use_cuda else "emu"
     write_check_meta(
         args.out, "sync_gpu", kind, nvtx_backend=NVTX_BACKEND, steps=args.steps, **extra
