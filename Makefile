@@ -28,9 +28,7 @@ quote = '$(subst ','\'',$(1))'
 # RUN is optional (empty: the newest complete run), so it is passed only when given.
 RUN_ARG = $(if $(RUN),$(call quote,$(RUN)))
 # pytest-xdist workers for `make test` (two pay on two cores; idle ones steal queued tests);
-# without pytest-xdist in $(PY) the suite runs in one process. Each worker runs torch on one
-# thread unless OMP_NUM_THREADS says otherwise: beside a busy worker, a second thread per op
-# only spins (on 2 cores: 217 s of CPU and 123 s for the suite, against 177 s and 100 s).
+# without pytest-xdist in $(PY) the suite runs in one process
 TEST_WORKERS ?= 2
 
 .PHONY: setup test lint format bench gate baseline report trace notebooks gpu-check repeats-proof \
@@ -59,10 +57,7 @@ $(VENV)/.installed: pyproject.toml
 test: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
-	if $(PY) -c "import xdist" 2>/dev/null; then \
-		env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} \
-			$(PY) -m pytest -q --numprocesses=$(TEST_WORKERS) --dist=worksteal; \
-	else env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q; fi
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
 
 lint: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
