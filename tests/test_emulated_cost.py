@@ -44,6 +44,26 @@ def test_the_dispatch_mode_floors_run_the_cpu_kernels_on_real_values() -> None:
     assert type(y) is torch.Tensor and torch.equal(y, WANT)
 
 
+def test_every_configuration_is_timed_on_one_intra_op_thread(
+    monkeypatch: pytest.MonkeyPatch, small_metadata_steps: None
+) -> None:
+    seen: list[int] = []
+
+    def timing(*args: object) -> list[int]:
+        seen.append(torch.get_num_threads())
+        return [1]
+
+    monkeypatch.setattr(emulated_cost, "time_steps", timing)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        emulated_cost.cost_rows(steps=5, rounds=1)
+        assert torch.get_num_threads() == 2  # the caller's pool is given back
+    finally:
+        torch.set_num_threads(saved)
+    assert seen == [1] * len(emulated_cost.CONFIGS)
+
+
 def test_a_run_keeps_every_sample_of_every_configuration(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], small_metadata_steps: None
 ) -> None:
@@ -54,6 +74,7 @@ def test_a_run_keeps_every_sample_of_every_configuration(
     assert {r["unit"] for r in rows} == {"ns"} and all(int(r["value"]) > 0 for r in rows)
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["check"] == "emulated_cost" and meta["steps"] == 10 and "torch_version" in meta
+    assert meta["intra_op_threads"] == 1
     text = capsys.readouterr().out
     assert (
         "x wrapper_floor" in text and text.count("x cpu_tensors") == len(emulated_cost.CONFIGS) - 1

@@ -19,6 +19,7 @@ from harness.sync import (
     host_values,
     max_syncs,
 )
+from harness.sync.emulated import cache
 
 D2H = SyncKind.D2H_READ
 
@@ -138,6 +139,24 @@ def test_hazards_are_listed_but_not_counted() -> None:
             max_syncs(0, "pageable_staged"),
         ):
             dst.copy_(src, non_blocking=True)
+
+
+def test_an_address_freed_and_reused_is_a_new_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host allocator may hand a freed storage's address to the next storage: that one is a
+    new allocation, and each free returns its own bytes to the cache."""
+    with emulated_device() as dev:
+        torch.cuda.empty_cache()
+        before = torch.cuda.memory_allocated()
+        monkeypatch.setattr(cache, "_storage_address", lambda t: 1)  # every storage at one address
+        first = torch.ones(1024, device=dev)
+        assert torch.cuda.memory_allocated() == before + 4096
+        del first
+        second = torch.ones(256, device=dev)
+        assert torch.cuda.memory_allocated() == before + 1024
+        del second
+        with SyncLedger() as led:
+            torch.cuda.empty_cache()
+    assert [(e.kind, e.nbytes) for e in led.events] == [(SyncKind.ALLOCATOR, 5 * 1024)]
 
 
 def test_freeing_a_device_tensor_runs_no_python_code() -> None:

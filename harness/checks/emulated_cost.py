@@ -12,7 +12,11 @@ device checks, transfers, waits). Its floors run the same step with nothing but 
 - `wrapper_floor`: this design's mode and wrapper subclass, doing nothing but unwrap, run and
   rewrap, below which no rule-keeping can go.
 
-All run interleaved round by round; every sample is kept (one row per step, ns).
+All run interleaved round by round, on one intra-op thread; every sample is kept (one row per
+step, ns). One thread, because the emulation adds serial Python while PyTorch spreads the plain
+step's larger kernels over its pool as its threads happen to be scheduled: on the default pool
+of an idle 2-core machine the plain step took 275 µs in some runs and 380 to 430 µs in others,
+back to back, and every ratio moved with it.
 
     python -m harness.checks.emulated_cost --out DIR [--steps N]
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +123,25 @@ class FloorDispatchMode(TorchDispatchMode):
         return _on_host(func, args, kwargs)
 
 
+@contextlib.contextmanager
+def one_intra_op_thread() -> Iterator[None]:
+    """PyTorch's CPU kernels on one thread for the duration (the caller's count restored)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 def cost_rows(steps: int, rounds: int = 5) -> list[Row]:
-    """Host ns per metadata step of each configuration, `rounds` interleaved rounds."""
+    """Host ns per metadata step of each configuration, `rounds` interleaved rounds, on one
+    intra-op thread."""
+    with one_intra_op_thread():
+        return _interleaved_rows(steps, rounds)
+
+
+def _interleaved_rows(steps: int, rounds: int) -> list[Row]:
     samples: dict[str, list[int]] = {c: [] for c in CONFIGS}
     per_round = max(1, steps // rounds)
     for _ in range(rounds):
@@ -172,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     write_dict_rows(args.out / "emulated_cost.csv", rows)
     kind = "cuda" if torch.cuda.is_available() else "emu"
-    write_check_meta(args.out, "emulated_cost", kind, steps=args.steps)
+    write_check_meta(args.out, "emulated_cost", kind, steps=args.steps, intra_op_threads=1)
     print("\n".join(summary(rows)))
     return 0
 

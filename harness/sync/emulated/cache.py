@@ -11,33 +11,31 @@ emulated device can call an `empty_cache` a sync where CUDA finds nothing to ret
 
 from __future__ import annotations
 
-import itertools
 import weakref
 
 import torch
 
 
-class _Values(weakref.ref):
-    """A weak reference to an emulated tensor's values, naming the storage they live in."""
+class _Storage(weakref.ref):
+    """A weak reference to the storage of emulated tensors: an allocation of `nbytes`."""
 
-    __slots__ = ("number", "storage")
-    number: int
-    storage: int
+    __slots__ = ("address", "nbytes")
+    address: int
+    nbytes: int
 
 
-# storage address -> [its bytes, the tracked tensors on it]: an allocation is a storage, freed
-# when the last tensor on it (its base or any view) is. A view is told by its storage, not by
-# `_base`: the views an op makes inside the wrapper's dispatch have none.
-_live: dict[int, list[int]] = {}
-# number -> the reference, kept until its free is counted. Keyed by a number of its own: two
-# references to one tensor compare their referents (tensors) when they collide in a set, and
-# id() raises an audit event, which the ledger's audit hook makes a Python call
-_refs: dict[int, _Values] = {}
-_numbers = itertools.count()
-# Freed values not yet counted. Their references' callback is this list's append, a C function,
-# so a free runs no Python code: CPython runs a pending Ctrl-C's handler at the next bytecode,
-# and drops an exception raised in a weakref callback (the program would never see it).
-_freed: list[_Values] = []
+# An allocation is a storage, freed when the last tensor on it (its base or any view) is gone.
+# PyTorch keeps a storage's Python object exactly that long once one was made, so a weak
+# reference to it sees the free. A view is told by its storage, not by `_base`: the views an op
+# makes inside the wrapper's dispatch have none.
+_storage_address = torch._C._storage_address  # the StorageImpl's, unique while it lives
+# storage address -> the reference to its (live) storage
+_live: dict[int, _Storage] = {}
+# Freed allocations not yet counted. Their references' callback is this list's append, a C
+# function, so a free runs no Python code: CPython runs a pending Ctrl-C's handler at the next
+# bytecode, and drops an exception raised in a weakref callback (the program would never see it).
+# They are counted before any new storage is looked up, so an address reused is a new storage.
+_freed: list[_Storage] = []
 _on_free = _freed.append
 _cached_bytes = 0
 _live_bytes = 0
@@ -48,31 +46,26 @@ def _count_frees() -> None:
     global _cached_bytes, _live_bytes
     while _freed:
         ref = _freed.pop()
-        del _refs[ref.number]
-        entry = _live[ref.storage]
-        entry[1] -= 1
-        if entry[1] == 0:
-            del _live[ref.storage]
-            _cached_bytes += entry[0]
-            _live_bytes -= entry[0]
+        del _live[ref.address]
+        _cached_bytes += ref.nbytes
+        _live_bytes -= ref.nbytes
 
 
 def track(elem: torch.Tensor) -> None:
     """Note a new emulated tensor: its storage is allocated with the first tensor on it."""
     global _live_bytes, _peak_bytes
-    _count_frees()
+    if _freed:
+        _count_frees()
+    address = _storage_address(elem)
+    if address in _live:
+        return
     storage = elem.untyped_storage()
-    key = storage.data_ptr()
-    entry = _live.get(key)
-    if entry is None:
-        entry = _live[key] = [storage.nbytes(), 0]
-        _live_bytes += entry[0]
-        _peak_bytes = max(_peak_bytes, _live_bytes)
-    entry[1] += 1
-    ref = _Values(elem, _on_free)
-    ref.storage = key
-    ref.number = next(_numbers)
-    _refs[ref.number] = ref
+    ref = _live[address] = _Storage(storage, _on_free)
+    ref.address = address
+    ref.nbytes = storage.nbytes()
+    _live_bytes += ref.nbytes
+    if _live_bytes > _peak_bytes:
+        _peak_bytes = _live_bytes
 
 
 def release() -> int:

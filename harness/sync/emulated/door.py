@@ -51,11 +51,11 @@ _HOST_RESULTS: dict[Any, frozenset[int]] = {
 def _check(func: Any, x: Any) -> None:
     if not isinstance(x, torch.Tensor) or isinstance(x, EmuTensor):
         return
-    if x.device.type == "cuda":
+    if x.is_cuda:
         raise EmulationError(
             f"{func}: emulated-device tensors cannot be mixed with real CUDA tensors"
         )
-    if x.device.type == "meta":
+    if x.is_meta:
         raise EmulationError(
             f"{func}: a plain meta tensor: a value was made on the meta device directly "
             "instead of through the emulated device, so it holds no data"
@@ -67,23 +67,49 @@ def _check(func: Any, x: Any) -> None:
         )
 
 
-def _check_devices(plan: _Plan, args: tuple, kwargs: dict) -> None:
-    """Host tensors may only be 0-dim scalars, or the arguments CUDA takes from the host."""
-    func, host_only, host_ok = plan.func, plan.host_only, plan.host_ok
-    for i, x in enumerate((*args, *kwargs.values()) if kwargs else args):
-        if type(x) is EmuTensor or isinstance(x, EmuTensor):
-            if i in host_only:
-                raise EmulationError(
-                    f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel "
-                    "requires (this would fail on a GPU)"
-                )
-        elif type(x) in _PLAIN or i in host_ok:
-            continue
-        elif isinstance(x, (list, tuple)):
+def _host_arg(plan: _Plan, i: int, x: Any) -> Any:
+    """Argument `i`, not a device tensor nor a plain value: refused where a GPU would refuse it,
+    else what the CPU kernel takes for it."""
+    if isinstance(x, EmuTensor):  # a subclass of the device tensor
+        if i in plan.host_only:
+            _refuse_device_arg(plan.func, i)
+        return x._elem
+    if i not in plan.host_ok:
+        if isinstance(x, (list, tuple)):
             for y in x:
-                _check(func, y)
+                _check(plan.func, y)
         else:
-            _check(func, x)
+            _check(plan.func, x)
+    return _unwrap(x)
+
+
+def _refuse_device_arg(func: Any, i: int) -> None:
+    raise EmulationError(
+        f"{func}: argument {i} must be a host (CPU) tensor, as CUDA's kernel requires (this "
+        "would fail on a GPU)"
+    )
+
+
+def _host_args(plan: _Plan, args: tuple) -> list[Any]:
+    """The CPU kernel's positional arguments, each checked as a GPU checks its devices: host
+    tensors may only be 0-dim scalars, or the arguments CUDA takes from the host."""
+    out = []
+    for i, x in enumerate(args):
+        t = type(x)
+        if t is EmuTensor:
+            if plan.host_only and i in plan.host_only:
+                _refuse_device_arg(plan.func, i)
+            out.append(x._elem)
+        elif t in _PLAIN:
+            out.append(x)
+        else:
+            out.append(_host_arg(plan, i, x))
+    return out
+
+
+def _host_kwargs(plan: _Plan, n_args: int, kwargs: dict) -> dict:
+    """The keyword arguments as `_host_args` makes the positional ones (numbered after them)."""
+    return {k: _host_arg(plan, i, v) for i, (k, v) in enumerate(kwargs.items(), n_args)}
 
 
 # argument types that hold no tensor (the common case, checked first)
@@ -211,16 +237,13 @@ def _own(out: Any, args: tuple) -> Any:
 
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     plan = _PLANS.get(func) or _plan(func)
-    _check_devices(plan, args, kwargs)
-    if plan.transfer is not None:
+    uargs = _host_args(plan, args)  # each argument's device checked, as a GPU checks it
+    ukwargs = _host_kwargs(plan, len(args), kwargs) if kwargs else kwargs
+    if plan.transfer is not None:  # classified by which side each wrapper is on
         return plan.transfer(args, kwargs)
     kinds = plan.waits(args, kwargs) if plan.waits is not None else ()
     for kind in kinds:
         record_sync(kind, plan.name)
-    uargs = [
-        a._elem if type(a) is EmuTensor else a if type(a) in _PLAIN else _unwrap(a) for a in args
-    ]
-    ukwargs = {k: _unwrap(v) for k, v in kwargs.items()}
     if kinds and STATE.wait_timers:  # one call, one wait: timed as its first kind
         out = timed(kinds[0], plan.run, *uargs, **ukwargs)
     else:

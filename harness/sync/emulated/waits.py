@@ -35,9 +35,17 @@ _READS_DEVICE = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape
 _MASKS = (torch.bool, torch.uint8)
 
 
+# the four kinds of tensor index, made once: an op's rule runs on each call
+_INDEX_ARGS = {
+    (on_device, is_mask): IndexArg(on_device, is_mask)
+    for on_device in (False, True)
+    for is_mask in (False, True)
+}
+
+
 def _index_args(indices: Sequence[Any]) -> list[IndexArg | None]:
     return [
-        None if i is None else IndexArg(isinstance(i, EmuTensor), i.dtype in _MASKS)
+        None if i is None else _INDEX_ARGS[isinstance(i, EmuTensor), i.dtype in _MASKS]
         for i in indices
     ]
 
