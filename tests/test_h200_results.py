@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = sorted(p.parent for p in (REPO / "results").glob("h200*/README.md"))
+FOLDERS = sorted(p.parent for p in (REPO / "results").glob("h[12]00*/README.md"))
 ROW = re.compile(r"^\| (?P<paths>`[^|]+`) \| (?P<commit>[0-9a-f]{7,40}) \|$")
 
 
@@ -27,7 +27,7 @@ def measured_commits(readme: Path) -> dict[str, str]:
 
 
 def test_there_are_gpu_results_to_check() -> None:
-    assert [f.name for f in FOLDERS] == ["h200", "h200x2"]
+    assert [f.name for f in FOLDERS] == ["h100", "h200", "h200x2"]
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: f.name)
