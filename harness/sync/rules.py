@@ -132,6 +132,20 @@ class IndexArg:
     is_mask: bool
 
 
+_MASK_DTYPES = (torch.bool, torch.uint8)
+# the four kinds of tensor index, made once: a rule runs on every indexing op
+_INDEX_ARGS = {
+    (on_device, is_mask): IndexArg(on_device, is_mask)
+    for on_device in (False, True)
+    for is_mask in (False, True)
+}
+
+
+def index_arg(on_device: bool, dtype: torch.dtype) -> IndexArg:
+    """The index argument of a tensor index of `dtype`, on the device or the host."""
+    return _INDEX_ARGS[on_device, dtype in _MASK_DTYPES]
+
+
 @dataclass(frozen=True)
 class ValueArg:
     """The value of an index assignment (a Python number is a host scalar)."""
@@ -191,8 +205,6 @@ def basic_setitem_kinds(target_ndim: int, value: ValueArg) -> list[SyncKind]:
 
 # ---- Python indexing (`t[index]`, `t[index] = value`) onto the rules above ----------------------
 
-_MASK_DTYPES = (torch.bool, torch.uint8)
-
 
 def _as_parts(index: object) -> tuple[object, ...]:
     # as torch does: a tuple indexes several dimensions; a list is one index tensor unless it
@@ -214,7 +226,7 @@ def _describe(index: object, ndim: int) -> tuple[list[IndexArg], int]:
     for part in _as_parts(index):
         if isinstance(part, torch.Tensor):
             on_device = part.device.type != "cpu"
-            tensors.append(IndexArg(on_device, part.dtype in _MASK_DTYPES))
+            tensors.append(index_arg(on_device, part.dtype))
         elif isinstance(part, list):
             tensors.append(IndexArg(on_device=False, is_mask=False))  # becomes a host tensor
         elif part is None:

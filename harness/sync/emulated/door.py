@@ -141,13 +141,16 @@ def wrap_outputs(x: Any) -> Any:
     return _wrap_result(x, {})
 
 
-def _to_copy(args: tuple, kwargs: dict) -> torch.Tensor:
-    src = args[0]
+# A transfer takes the op's arguments twice: as the program passed them (which side of the
+# copy each is on) and as the CPU kernel takes them (`_host_args`, `_host_kwargs`).
+Transfer = Callable[[tuple, dict, list, dict], torch.Tensor]
+
+
+def _to_copy(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> torch.Tensor:
     non_blocking = bool(kwargs.get("non_blocking", False))
     device = kwargs.get("device")
-    ukwargs = {k: _unwrap(v) for k, v in kwargs.items() if k != "non_blocking"}
     t0 = time.perf_counter_ns() if STATE.wait_timers else 0
-    out = aten._to_copy.default(src._elem, **ukwargs)
+    out = aten._to_copy.default(*uargs, **{k: v for k, v in ukwargs.items() if k != "non_blocking"})
     waited = time.perf_counter_ns() - t0
     if device is None or torch.device(device).type != "cpu":
         return EmuTensor(out)
@@ -162,8 +165,9 @@ def _to_copy(args: tuple, kwargs: dict) -> torch.Tensor:
     return out
 
 
-def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
+def _copy(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> torch.Tensor:
     dst, src = args[0], args[1]
+    dst_values, src_values = uargs[0], uargs[1]
     non_blocking = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
     d_dev, s_dev = isinstance(dst, EmuTensor), isinstance(src, EmuTensor)
     kind = None
@@ -174,14 +178,14 @@ def _copy(args: tuple, kwargs: dict) -> torch.Tensor:
         memory = copy_host_memory(dst, src, pinned.is_pinned(dst))
         kind = classify_d2h(nbytes(dst), non_blocking, memory)
     if kind is None:
-        (dst._elem if d_dev else dst).copy_(src._elem if s_dev else src)
+        dst_values.copy_(src_values)
     else:  # recorded after the copy: a copy that raises records no sync
-        timed(kind, (dst._elem if d_dev else dst).copy_, src._elem if s_dev else src)
+        timed(kind, dst_values.copy_, src_values)
         record_sync(kind, "copy_", nbytes(dst))
     return dst
 
 
-_TRANSFERS: dict[Any, Callable[[tuple, dict], torch.Tensor]] = {
+_TRANSFERS: dict[Any, Transfer] = {
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy,
 }
@@ -199,7 +203,7 @@ class _Plan:
     func: Any
     run: Callable[..., Any]  # the op itself, past OpOverload's Python layer
     name: str
-    transfer: Callable[[tuple, dict], torch.Tensor] | None
+    transfer: Transfer | None
     waits: Callable[[tuple, dict], list[SyncKind]] | None
     host_ok: frozenset[int]
     host_only: frozenset[int]
@@ -239,8 +243,8 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     plan = _PLANS.get(func) or _plan(func)
     uargs = _host_args(plan, args)  # each argument's device checked, as a GPU checks it
     ukwargs = _host_kwargs(plan, len(args), kwargs) if kwargs else kwargs
-    if plan.transfer is not None:  # classified by which side each wrapper is on
-        return plan.transfer(args, kwargs)
+    if plan.transfer is not None:
+        return plan.transfer(args, kwargs, uargs, ukwargs)
     kinds = plan.waits(args, kwargs) if plan.waits is not None else ()
     for kind in kinds:
         record_sync(kind, plan.name)

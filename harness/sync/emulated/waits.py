@@ -24,6 +24,7 @@ from harness.sync.events import SyncKind
 from harness.sync.rules import (
     IndexArg,
     ValueArg,
+    index_arg,
     index_kinds,
     index_put_kinds,
     masked_fill_kinds,
@@ -32,22 +33,10 @@ from harness.sync.rules import (
 aten = torch.ops.aten
 D2H = SyncKind.D2H_READ
 _READS_DEVICE = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
-_MASKS = (torch.bool, torch.uint8)
-
-
-# the four kinds of tensor index, made once: an op's rule runs on each call
-_INDEX_ARGS = {
-    (on_device, is_mask): IndexArg(on_device, is_mask)
-    for on_device in (False, True)
-    for is_mask in (False, True)
-}
 
 
 def _index_args(indices: Sequence[Any]) -> list[IndexArg | None]:
-    return [
-        None if i is None else _INDEX_ARGS[isinstance(i, EmuTensor), i.dtype in _MASKS]
-        for i in indices
-    ]
+    return [None if i is None else index_arg(isinstance(i, EmuTensor), i.dtype) for i in indices]
 
 
 def _value_arg(value: Any) -> ValueArg:
