@@ -18,10 +18,10 @@ SETUP := $(VENV)/.installed
 else
 PY := $(PYTHON)
 SETUP :=
-export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PYTHONPATH := $(CURDIR):$(CURDIR)/syncledger/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 endif
 
-LINT_PATHS := harness kernels tests benchmarks examples
+LINT_PATHS := harness kernels syncledger tests benchmarks examples
 
 # A value as one shell word, whatever it holds (spaces, quotes, non-ASCII): 'it'\''s'.
 quote = '$(subst ','\'',$(1))'
@@ -36,7 +36,7 @@ TEST_WORKERS ?= 2
 
 setup: $(SETUP)
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml syncledger/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it so pip never pulls a CUDA build.
@@ -44,13 +44,13 @@ $(VENV)/.installed: pyproject.toml
 	# is quicker. Left to compile when first imported: the packages' own test suites, pip and
 	# setuptools, and transformers' model zoo (a run imports only the models it loads): two fifths
 	# of the files, of which a run imports a few.
-	$(VENV)/bin/python -m pip install -q --no-compile -e ".[dev]" "torch==$(TORCH_VERSION)"
+	$(VENV)/bin/python -m pip install -q --no-compile -e ./syncledger -e ".[dev]" "torch==$(TORCH_VERSION)"
 	$(VENV)/bin/python -c "import compileall, re, sysconfig; \
 		compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0, \
 		rx=re.compile(r'/(tests?|pip|setuptools)/|/transformers/models/'))"
 	touch $@
 
-# The strict sync gate is a test (tests/test_gate_strict.py): it shares its count passes with
+# The strict sync gate is a test (tests/integration/test_gate_strict.py): it shares its count passes with
 # the fidelity tests. Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: each worker
 # and each process a test starts would compile the project and pytest re-rewrite its modules
 # (about 3 s a process here).

@@ -9,7 +9,7 @@ context of --context tokens with random lengths) and every op (each kernel + the
 upgrade), for impl torch and triton:
   (a) check: triton output == torch output, bit for bit;
   (b) check: the call makes no host-device sync (torch.cuda.set_sync_debug_mode("error"), and
-      harness.sync's SyncLedger when importable) and is capturable in a CUDA graph whose
+      syncledger's SyncLedger when importable) and is capturable in a CUDA graph whose
       replay reproduces the eager output;
   (c) time: eager (CUDA events, GPU idle and L2 flushed before each sample, so host launch
       cost counts) and CUDA-graph replay (L2 flushed), every sample kept; achieved bandwidth
@@ -263,7 +263,7 @@ class Bench:
     def _ledger_check(self, key: dict, call) -> None:
         """The same under the harness's sync ledger, when the harness is importable."""
         try:
-            from harness.sync import SyncLedger
+            from syncledger import SyncLedger
         except ImportError:
             return
         try:

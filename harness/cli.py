@@ -9,9 +9,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from harness.commands import load_commands
 from harness.errors import (
@@ -23,8 +20,8 @@ from harness.errors import (
     InputError,
     Interrupted,
     OperationalError,
-    Terminated,
     os_error_text,
+    sigterm_as_ctrl_c,
     stop_reason,
     stop_signal,
 )
@@ -50,24 +47,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             cmd.configure(p)
         p.set_defaults(_run=cmd.run)
     return parser
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-@contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
-    """While a command runs, SIGTERM raises Terminated (a KeyboardInterrupt) where the program
-    is, so it stops as Ctrl-C does: the run folder marked with the reason, one line."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,78 +9,51 @@ N stopped it: 130 Ctrl-C, 143 SIGTERM (Interrupted).
 
 from __future__ import annotations
 
-import errno
-import os
-import reprlib
 import signal
 
-EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL = 1, 2, 3
+# The errors and signal handling every command shares with the sync ledger's own command line.
+from syncledger.errors import (
+    EXIT_FAILED,
+    EXIT_OPERATIONAL,
+    EXIT_USAGE,
+    MAX_MESSAGE,
+    InputError,
+    OperationalError,
+    Terminated,
+    os_error_text,
+    shown,
+    sigterm_as_ctrl_c,
+    stop_reason,
+    stop_signal,
+)
+
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_FAILED",
+    "EXIT_OPERATIONAL",
+    "EXIT_USAGE",
+    "MAX_MESSAGE",
+    "CheckFailed",
+    "InputError",
+    "Interrupted",
+    "OperationalError",
+    "Terminated",
+    "os_error_text",
+    "shown",
+    "sigterm_as_ctrl_c",
+    "stop_reason",
+    "stop_signal",
+]
+
 EXIT_CODES = (
     "exit codes: 0 ok, 1 a regression or a failed check, 2 bad input or usage, 3 the "
     "environment failed (disk full, file too large, unwritable file, bad environment "
     "variable), 130 Ctrl-C, 143 SIGTERM"
 )
-# What an error may echo of a value, and a whole message at most: a value that expands to
-# megabytes (a YAML alias bomb) must not become a megabyte-long line.
-_ECHO = reprlib.Repr()
-_ECHO.maxstring = _ECHO.maxother = 60
-_ECHO.maxlist, _ECHO.maxdict, _ECHO.maxlevel = 8, 6, 3
-MAX_MESSAGE = 800
-
-
-def shown(value: object) -> str:
-    """`repr(value)`, cut short (with '...') when long or deeply nested."""
-    return _ECHO.repr(value)
-
-
-def _bounded(message: str) -> str:
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
-
-
-class InputError(Exception):
-    """Bad input or usage: exit code 2, one line naming the file and the key."""
-
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
-        self.file = file
-        self.key = key
-        where = ": ".join(p for p in (file, key) if p)
-        super().__init__(_bounded(f"{where}: {message}" if where else message))
 
 
 class CheckFailed(Exception):
     """A regression or a failed check: exit code 1."""
-
-
-class OperationalError(Exception):
-    """The environment failed the run (disk full, file too large, an unwritable file, a bad
-    environment variable): exit code 3, one line naming the file and the cause."""
-
-
-def os_error_text(exc: OSError) -> str:
-    """'FILE: cause' of an OSError (the cause from its errno when it has no message)."""
-    cause = exc.strerror or (os.strerror(exc.errno) if exc.errno else "") or str(exc)
-    if exc.errno == errno.EFBIG:
-        cause += " (the file-size limit, ulimit -f)"
-    return f"{exc.filename}: {cause}" if exc.filename else cause
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what CI and `timeout` send), raised where the program is: a KeyboardInterrupt,
-    so every place that handles Ctrl-C handles it the same way."""
-
-    signum = signal.SIGTERM
-
-
-def stop_signal(exc: BaseException) -> int:
-    """The signal a KeyboardInterrupt stands for: SIGTERM for Terminated, else SIGINT."""
-    return int(getattr(exc, "signum", signal.SIGINT))
-
-
-def stop_reason(signum: int) -> str:
-    """What stopped a run, as its folder records it: 'interrupted (Ctrl-C)' for SIGINT."""
-    if signum == signal.SIGINT:
-        return "interrupted (Ctrl-C)"
-    return f"terminated ({signal.Signals(signum).name})"
 
 
 class Interrupted(Exception):

@@ -33,11 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
     # Installed projects register the plugin through its entry point; running from a source
     # tree (PYTHON=python3 on a GPU box) does not, so register it here once.
-    if not config.pluginmanager.has_plugin("harness_sync"):
-        import harness.sync.pytest_plugin as plugin
+    if not config.pluginmanager.has_plugin("syncledger"):
+        import syncledger.pytest_plugin as plugin
 
         if not config.pluginmanager.is_registered(plugin):
-            config.pluginmanager.register(plugin, "harness_sync")
+            config.pluginmanager.register(plugin, "syncledger")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

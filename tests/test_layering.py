@@ -1,13 +1,14 @@
-"""The house's dependency rules, read from the import graph of harness/ and kernels/.
+"""The house's dependency rules, read from the import graph of harness/, kernels/ and the
+sync ledger's package (syncledger/src/syncledger).
 
 Every import counts: at the top of a module, inside a function (a lazy one), or for type
-checking only. A package is `kernels`, a sub-package `harness.<name>`, or a module directly
-under harness/ (`harness.errors`, `harness.registry`, `harness.cli`). A world is a package
+checking only. A package is `kernels`, `syncledger`, a sub-package `harness.<name>`, or a
+module directly under harness/ (`harness.errors`, `harness.registry`, `harness.cli`). A world is a package
 with a `plugin.py` (harness.registry). The rules:
 
 - kernels imports nothing from harness;
-- the sync ledger is a general library: besides itself it uses the harness's errors and its
-  atomic file writes only (no backend, serving, runner, scenario, gate, programs, no world);
+- the sync ledger is a library any PyTorch project installs: it imports nothing of the
+  benchmark (harness, kernels);
 - the backend imports only the batch, the kernels and the ledger's region marking;
 - matplotlib is imported by the report and the worlds' figures only (nothing below the
   report draws);
@@ -26,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "harness"
+LEDGER_SRC = REPO / "syncledger" / "src"
 LAYERS = (
     "harness.scenario",
     "harness.runner",
@@ -35,9 +37,8 @@ LAYERS = (
     "harness.registry",
 )
 WORLDS = tuple(sorted(f"harness.{p.parent.name}" for p in HARNESS.glob("*/plugin.py")))
-LEDGER_MAY_USE = {"harness.errors", "harness.results.files"}  # modules
 BACKEND_MAY_USE = {"harness.batch", "kernels"}  # packages, and the ledger's region marking:
-REGION_MARKING = ("harness.sync.regions", "harness.sync:region")
+REGION_MARKING = ("syncledger.regions", "syncledger:region")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def package_of(module: str) -> str:
 
 
 def _module_of(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
+    rel = path.relative_to(LEDGER_SRC if path.is_relative_to(LEDGER_SRC) else REPO)
+    rel = rel.with_suffix("")
     parts = list(rel.parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -87,12 +89,13 @@ def imports_of(path: Path) -> list[Import]:
 
 @cache  # read once per process, by the first test that asks (not at collection)
 def house_imports() -> tuple[Import, ...]:
-    files = sorted([*HARNESS.rglob("*.py"), *(REPO / "kernels").rglob("*.py")])
+    roots = (HARNESS, REPO / "kernels", LEDGER_SRC / "syncledger")
+    files = sorted(f for root in roots for f in root.rglob("*.py"))
     return tuple(imp for f in files for imp in imports_of(f))
 
 
 def _ours(pkg: str) -> bool:
-    return pkg == "kernels" or pkg.startswith("harness")
+    return pkg in ("kernels", "syncledger") or pkg.startswith("harness")
 
 
 def cycles(imports: Sequence[Import]) -> list[list[str]]:
@@ -139,9 +142,8 @@ def wrong_way(imports: Sequence[Import]) -> list[str]:
         rule = None
         if src == "kernels" and dst.startswith("harness"):
             rule = "kernels imports nothing from harness"
-        elif src == "harness.sync" and _ours(dst) and dst != src:
-            if imp.module not in LEDGER_MAY_USE:
-                rule = "the ledger uses only the errors and the file writes of the harness"
+        elif src == "syncledger" and _ours(dst) and dst != src:
+            rule = "the ledger imports nothing of the benchmark"
         elif src == "harness.backend" and _ours(dst) and dst != src:
             marking = imp.module in REGION_MARKING or f"{imp.module}:{imp.name}" in REGION_MARKING
             if dst not in BACKEND_MAY_USE and not marking:
@@ -183,9 +185,11 @@ def test_a_planted_wrong_way_import_fails_the_rules() -> None:
     (bad,) = wrong_way(_planted("harness/runner/cells.py", "harness.synccost.world"))
     assert bad.startswith("harness/runner/cells.py:1: harness.runner -> harness.synccost.world")
     # the ledger reaching into the serving world, the backend into the ledger's counting
-    assert wrong_way(_planted("harness/sync/ledger.py", "harness.serving.world"))
-    assert wrong_way(_planted("harness/backend/backend.py", "harness.sync", "SyncLedger"))
-    assert not wrong_way(_planted("harness/backend/backend.py", "harness.sync", "region"))
+    assert wrong_way(_planted("syncledger/src/syncledger/ledger.py", "harness.serving.world"))
+    assert wrong_way(_planted("syncledger/src/syncledger/outputs.py", "harness.errors"))
+    assert wrong_way(_planted("syncledger/src/syncledger/ledger.py", "kernels.api"))
+    assert wrong_way(_planted("harness/backend/backend.py", "syncledger", "SyncLedger"))
+    assert not wrong_way(_planted("harness/backend/backend.py", "syncledger", "region"))
     # drawing below the report, and kernels using the harness
     assert wrong_way(_planted("harness/results/stats.py", "matplotlib.pyplot"))
     assert wrong_way(_planted("kernels/api.py", "harness.errors"))

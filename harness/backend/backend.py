@@ -26,7 +26,7 @@ from harness.backend.metadata import AnyMetadata, FullMetadata, RawDecodeMetadat
 from harness.backend.variants import VariantPolicy, get_variant
 from harness.batch.info import ForwardBatch, ForwardMode
 from harness.batch.pool import ReqToTokenPool
-from harness.sync import region
+from syncledger import region
 
 # Length of the verify extend-lengths buffer that a36c8731 and 504570f4 build on the first
 # verify (F05).

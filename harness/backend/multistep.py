@@ -17,7 +17,7 @@ from harness.backend.metadata import FullMetadata
 from harness.backend.variants import VariantPolicy
 from harness.batch.info import ForwardBatch
 from harness.batch.pool import ReqToTokenPool
-from harness.sync import region
+from syncledger import region
 
 
 class MultiStepDraftBackend:

@@ -12,7 +12,7 @@ from harness.backend.backend import DeepseekV4AttnBackend
 from harness.backend.oracle import OracleCase
 from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo, make_batch
 from harness.batch.pool import PoolConfig, ReqToTokenPool
-from harness.sync import host_values
+from syncledger import host_values
 
 
 @dataclass(frozen=True)

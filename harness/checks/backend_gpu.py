@@ -42,7 +42,7 @@ from harness.checks.backend_cases import (
     reserve_for,
 )
 from harness.results.files import write_json
-from harness.sync import SyncLedger, emulated_device_beside_gpu, region
+from syncledger import SyncLedger, emulated_device_beside_gpu, region
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
 CONTEXT = 2048

@@ -38,7 +38,7 @@ from harness.checks import sync_overhead
 from harness.checks.sync_overhead import Row, sample_rows, time_steps
 from harness.results.files import write_dict_rows
 from harness.results.meta import write_check_meta
-from harness.sync import emulated_device, region
+from syncledger import emulated_device, region
 
 CONFIGS = (
     "cpu_tensors",

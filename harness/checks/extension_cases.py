@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from harness.sync.catalogue import Case
-from harness.sync.events import SyncKind
+from syncledger.catalogue import Case
+from syncledger.events import SyncKind
 
 _SOURCE = r"""
 #include <torch/extension.h>

@@ -1,6 +1,6 @@
 """`python -m harness.checks.op_table --out DIR [--record]`: which aten ops make the host wait on
 CUDA, per call, as CUPTI counts the driver's synchronizing calls; against the emulated device's
-table (`harness/sync/emulated/cuda_op_waits.json`) and its tag rule.
+table (`syncledger/src/syncledger/emulated/cuda_op_waits.json`) and its tag rule.
 
 Every aten call of the planted-sync catalogue and of the real programs runs under a dispatch mode
 that reads CUPTI's count of synchronizing driver calls before and after it (a kernel's own
@@ -26,8 +26,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from harness.results.files import write_atomic
-from harness.sync import cupti
-from harness.sync.emulated import door, waits
+from syncledger import cupti
+from syncledger.emulated import door, waits
 
 Observations = dict[str, Counter[int]]  # "aten::op.overload" -> waits per call -> calls
 
@@ -110,7 +110,7 @@ def derived_table(rows: list[OpRow], tagged: Callable[[str], bool] = _tagged) ->
 
 def _bodies() -> list[Callable[[], object]]:
     from harness.programs.suite import CUDA, runnable
-    from harness.sync.catalogue import CASES, make_inputs
+    from syncledger.catalogue import CASES, make_inputs
 
     out: list[Callable[[], object]] = []
     for case in CASES:

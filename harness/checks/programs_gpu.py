@@ -19,7 +19,7 @@ import torch
 from harness.programs import suite
 from harness.results.files import write_dict_rows
 from harness.results.meta import write_check_meta
-from harness.sync import cupti
+from syncledger import cupti
 
 
 def _row(cuda: suite.Verdict, emu: suite.Verdict | None) -> dict[str, object]:

@@ -55,7 +55,7 @@ def _metadata(world, mode: str, bucket: int) -> dict[str, torch.Tensor]:
     """Full metadata the replayed graph(s) of this bucket produced, as CPU tensors."""
     from harness.backend import GraphBucket
     from harness.backend.metadata import COMPRESS_FIELDS, CORE_FIELDS
-    from harness.sync import host_values
+    from syncledger import host_values
 
     sources = []
     if mode == "nonspec":
@@ -114,7 +114,7 @@ def check_bucket(
 
 
 def _reference(cfg: WorldConfig, mode: str, bucket: int) -> tuple[dict, str]:
-    from harness.sync import emulated_device_beside_gpu
+    from syncledger import emulated_device_beside_gpu
 
     try:
         with emulated_device_beside_gpu() as dev:

@@ -1,6 +1,6 @@
 """`python -m harness.checks.sync_gpu --out DIR`: the sync ledger against physics, on a GPU.
 
-1. Every case of the planted-sync catalogue (`harness.sync.catalogue`): the events the ledger
+1. Every case of the planted-sync catalogue (`syncledger.catalogue`): the events the ledger
    recorded on CUDA (its syncs and kinds), the syncs the emulated device recorded, the profiler's
    count of the CUDA runtime's sync calls (a second opinion), and the physical verdict of the
    blocking oracle (`harness.checks.sync_oracle`): how many times the host waited. A case fails
@@ -33,7 +33,7 @@ import torch
 from harness.checks import emulated_cost, sync_oracle, sync_overhead
 from harness.results.files import write_dict_rows
 from harness.results.meta import write_check_meta
-from harness.sync import (
+from syncledger import (
     NVTX_BACKEND,
     SyncKind,
     SyncLedger,
@@ -42,7 +42,7 @@ from harness.sync import (
     pageable_staging_bytes,
     region,
 )
-from harness.sync.catalogue import CASES, Case, make_inputs
+from syncledger.catalogue import CASES, Case, make_inputs
 
 Row = dict[str, object]
 
@@ -238,7 +238,7 @@ def _summary(cat: list[Row], threshold: tuple[int | None, int] | None, targets: 
         ok = ok and agree
         print(
             f"pageable staging threshold: measured {measured} B, ledger {configured} B "
-            f"{'agree' if agree else f'DIFFER (set HARNESS_PAGEABLE_STAGING_BYTES={measured})'}"
+            f"{'agree' if agree else f'DIFFER (set SYNCLEDGER_PAGEABLE_STAGING_BYTES={measured})'}"
         )
     for line in targets:
         print(f"overhead {line}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import cupti
+from syncledger import cupti
 
 SLEEP_MS = 50.0
 REPEATS = 5

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import SyncLedger, cupti, max_syncs, region
+from syncledger import SyncLedger, cupti, max_syncs, region
 
 Mark = Callable[[str], contextlib.AbstractContextManager[object]]
 Step = Callable[[Mark], None]

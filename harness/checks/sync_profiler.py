@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import cupti
+from syncledger import cupti
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
@@ -90,7 +90,7 @@ def count_runtime_syncs(
 ) -> ProfilerCount:
     """Run `fn` under the profiler (CPU + CUDA activities) and count runtime syncs per region.
 
-    Regions are the `harness.sync.region` labels (record_function while profiling); pass
+    Regions are the `syncledger.region` labels (record_function while profiling); pass
     `regions` to restrict grouping to known names.
     """
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

@@ -73,8 +73,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.gate.run import chosen_scenarios, run_gate
     from harness.runner.device import open_device
-    from harness.sync.snapshot_formats import check_outputs, markdown, outputs, write_outputs
-    from harness.sync.snapshot_verdict import Tier
+    from syncledger.snapshot_formats import check_outputs, markdown, outputs, write_outputs
+    from syncledger.snapshot_verdict import Tier
 
     loaded = chosen_scenarios(args.scenarios)
     outs = outputs(args.json, args.junit, None, ("--json", "--junit", "--markdown"))

@@ -16,7 +16,7 @@ from harness.errors import CheckFailed, InputError
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    from harness.sync import DEVICE_KINDS
+    from syncledger import DEVICE_KINDS
 
     p.add_argument("--device", choices=DEVICE_KINDS, default="auto")
     p.add_argument("names", nargs="*", help="programs to run (default: all that load here)")
@@ -36,7 +36,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.programs import suite
     from harness.programs.catalogue import programs
-    from harness.sync.device import resolve_kind
+    from syncledger.device import resolve_kind
 
     known = programs()
     if args.list:

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from harness.dp.record import FALLBACK_RECORD, RECORD_LEN, Gathered, SyncRecord
-from harness.sync import host_values, is_emulated
+from syncledger import host_values, is_emulated
 
 # Newer torch renames upstream's collective; the call stays upstream's.
 warnings.filterwarnings(

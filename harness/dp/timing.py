@@ -36,7 +36,7 @@ from harness.runner.rows import (
 )
 from harness.runner.time_pass import ITERATION_REGION, SETUP_REGION
 from harness.scenario import Scenario
-from harness.sync import region_timer, set_step
+from syncledger import region_timer, set_step
 
 ROUND = 0  # a DP cell's measured steps: one round, back to back
 

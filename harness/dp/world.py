@@ -33,7 +33,7 @@ from harness.dp.inject import Injection
 from harness.dp.record import local_record
 from harness.serving.scheduler import StepPlan
 from harness.serving.world import StepInfo, World
-from harness.sync import region, tags
+from syncledger import region, tags
 
 _MODES = {"decode": ForwardMode.DECODE, "prefill": ForwardMode.EXTEND}
 

@@ -45,8 +45,8 @@ from harness.results.tables import COLUMNS
 from harness.runner.count_pass import PassRows
 from harness.scenario import LoadedScenario
 from harness.scenario.loader import REPO_ROOT
-from harness.sync.snapshot_file import read_json
-from harness.sync.snapshot_verdict import signature, site_file
+from syncledger.snapshot_file import read_json
+from syncledger.snapshot_verdict import signature, site_file
 
 FORMAT = "dsv4-harness-baseline"
 FORMAT_VERSION = 4

@@ -7,7 +7,7 @@ from collections import Counter
 from harness.gate.baseline import KEY_FIELDS, Baseline, Key, Observed, cell_id
 from harness.results.tables import MEASURED_PATHS
 from harness.scenario import LoadedScenario
-from harness.sync.snapshot_verdict import Change, Suite, compare_key
+from syncledger.snapshot_verdict import Change, Suite, compare_key
 
 REMAKE = "python -m harness baseline --device emu"
 

@@ -23,7 +23,7 @@ from harness.runner.count_pass import PassRows, run_count_pass
 from harness.runner.device import DeviceHandle
 from harness.scenario import LoadedScenario, load_scenario, scenario_names
 from harness.scenario.loader import display_path
-from harness.sync.snapshot_verdict import Tier, Verdict, suite_text
+from syncledger.snapshot_verdict import Tier, Verdict, suite_text
 
 TOOL = "harness gate"
 
@@ -31,7 +31,7 @@ TOOL = "harness gate"
 def chosen_scenarios(names: list[str] | None) -> list[LoadedScenario]:
     """The scenarios to gate (default: every scenarios/*.yaml whose world is gated), validated
     before any run. A world that runs its cells in processes of its own (DP attention: its
-    per-rank counts are checked by tests/test_dp_run.py), or whose syncs another check
+    per-rank counts are checked by tests/integration/test_dp_run.py), or whose syncs another check
     answers (the real programs: their suite), is not gated."""
     if not names:
         every = [load_scenario(n) for n in scenario_names()]

@@ -14,7 +14,7 @@ import pandas as pd
 from harness.results.rates import CELL, measured, step_kinds
 
 SITE = ["region", "location", "op"]
-# the kinds that are hazards, not syncs (harness.sync.events.SyncKind.is_sync; a test holds
+# the kinds that are hazards, not syncs (syncledger.events.SyncKind.is_sync; a test holds
 # the two equal): kept in syncs.csv, never counted
 HAZARD_KINDS = ("pageable_staged",)
 PER = 1000

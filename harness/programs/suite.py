@@ -27,7 +27,7 @@ import torch
 from harness.programs.catalogue import programs
 from harness.programs.registry import Program
 from harness.results.files import write_atomic
-from harness.sync import SyncLedger, cupti, emulated_device, host_values
+from syncledger import SyncLedger, cupti, emulated_device, host_values
 
 EXPECTED = Path(__file__).with_name("expected_syncs.json")
 CUDA = torch.device("cuda")

@@ -11,7 +11,7 @@ from harness.programs.catalogue import programs
 from harness.programs.registry import Program, Step
 from harness.runner.cells import Cell
 from harness.scenario import Scenario
-from harness.sync import region, tags
+from syncledger import region, tags
 
 
 class ProgramWorld:

@@ -7,7 +7,7 @@ is a Student t-interval over those N medians with N − 1 degrees of freedom.
 
 Why t and not a hierarchical bootstrap (resample processes, then steps): with the few processes
 a run can afford (3 to 10), a bootstrap over processes only ever sees the N values it has, so
-its percentile interval is too narrow (in tests/test_results_replicas.py's seeded trials a 95%
+its percentile interval is too narrow (in tests/results/test_results_replicas.py's seeded trials a 95%
 interval over 5 processes covers the truth 85% of the time, the t-interval 96%); the t quantile
 pays for the spread not yet seen. Process medians are near normal (a median of hundreds of steps), which is
 what the t-interval assumes.

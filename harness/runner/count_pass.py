@@ -30,7 +30,7 @@ from harness.runner.rows import (
     tag_value,
 )
 from harness.scenario import Scenario
-from harness.sync import SyncLedger, set_step
+from syncledger import SyncLedger, set_step
 
 SETUP_STEP = -1
 

@@ -1,4 +1,4 @@
-"""`--device auto|cuda|emu` for the runner's commands, on top of `harness.sync.use_device`:
+"""`--device auto|cuda|emu` for the runner's commands, on top of `syncledger.use_device`:
 auto is CUDA when a GPU is present, else the emulated device; a bad choice is exit 2."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harness.errors import InputError, OperationalError
-from harness.sync import DEVICE_KINDS, DeviceInfo, pageable_staging_bytes, use_device
-from harness.sync.device import resolve_kind
+from harness.errors import InputError
+from syncledger import DEVICE_KINDS, DeviceInfo, use_device
+from syncledger.device import check_environment, resolve_kind
 
 DEVICE_CHOICES = DEVICE_KINDS
 DeviceHandle = DeviceInfo  # kind ("cuda" | "emu"), device (for device tensors), name
@@ -22,19 +22,10 @@ def device_kind(requested: str) -> str:
         raise InputError(str(exc), key="--device") from exc
 
 
-def check_ledger_environment() -> None:
-    """The ledger's settings from the environment, read before any pass needs them: a bad one
-    is exit 3 naming the variable (not a failure inside every copy's classification)."""
-    try:
-        pageable_staging_bytes()
-    except ValueError as exc:
-        raise OperationalError(str(exc)) from None
-
-
 @contextmanager
 def open_device(requested: str) -> Iterator[DeviceHandle]:
     """The device for a run (the emulated one stays active for the whole block)."""
     kind = device_kind(requested)
-    check_ledger_environment()
+    check_environment()
     with use_device(kind) as info:
         yield info

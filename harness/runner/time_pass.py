@@ -7,9 +7,9 @@ with the scenario's seed. Each world keeps its own step sequence, so a cell's st
 same as if it ran alone; each sample records its round.
 
 Per measured scheduler step:
-- the host's wait inside each synchronizing call of the step (`harness.sync.wait_timer`: only
+- the host's wait inside each synchronizing call of the step (`syncledger.wait_timer`: only
   sync sites pay for it), one row per call in waits.csv;
-- host time of every region exit (`harness.sync.region_timer`, perf_counter_ns), metric "host";
+- host time of every region exit (`syncledger.region_timer`, perf_counter_ns), metric "host";
 - the whole iteration (region "iteration"): host time of `world.step()` (metric "host"); on
   CUDA also the device time between events recorded before and after it (metric "device") and
   the end-to-end time, from the iteration's start on the host until the GPU finished its work
@@ -50,7 +50,7 @@ from harness.runner.rows import (
     tag_value,
 )
 from harness.scenario import Scenario
-from harness.sync import RegionTimer, WaitSample, WaitTimer, region_timer, set_step, wait_timer
+from syncledger import RegionTimer, WaitSample, WaitTimer, region_timer, set_step, wait_timer
 
 ITERATION_REGION = "iteration"
 SETUP_REGION = "warmup_and_capture"

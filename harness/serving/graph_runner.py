@@ -39,7 +39,7 @@ from harness.serving.buckets import (
     pad_rows,
     pick_bucket,
 )
-from harness.sync import is_emulated, region, tags
+from syncledger import is_emulated, region, tags
 
 
 @dataclass

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.sync import region
+from syncledger import region
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from harness.serving.graph_runner import PassRecord, run_eager
 from harness.serving.mirror import Mirror, blocking_copy_d2h, host_known_mirror
 from harness.serving.scheduler import StepPlan
 from harness.serving.stack import ServingStack
-from harness.sync import region
+from syncledger import region
 
 # A pass and the lengths the backend should have seen (the oracle's truth, host values).
 Pass = tuple[PassRecord, Sequence[int]]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.sync import region
+from syncledger import region
 
 _MATMUL_N = 1024
 # (device, method) -> device microseconds per unit (per 1000 sleep cycles, or per matmul)

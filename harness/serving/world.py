@@ -28,7 +28,7 @@ from harness.serving.scheduler import Scheduler, SchedulerConfig, StepPlan
 from harness.serving.section import ServingConfig, SpecConfig
 from harness.serving.stack import ServingStack
 from harness.serving.standin import StandInForward
-from harness.sync import current_step, is_emulated, region, set_step, tags
+from syncledger import current_step, is_emulated, region, set_step, tags
 
 
 @dataclass(frozen=True)

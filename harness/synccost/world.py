@@ -21,8 +21,8 @@ import torch
 from harness.runner.cells import Cell
 from harness.scenario import Scenario
 from harness.serving.standin import StandInForward
-from harness.sync import region, tags
 from harness.synccost.cases import INJECTIONS, SyncCostCase, parse_case
+from syncledger import region, tags
 
 PAGE = 64  # tokens per KV page of the metadata-like step
 

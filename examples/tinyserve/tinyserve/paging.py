@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.sync import region
+from syncledger import region
 
 PAGE = 16
 

@@ -1,0 +1,153 @@
+"""`syncledger [OPTIONS] SCRIPT [ARGS...]` (or `python -m syncledger`): any script under the
+ledger.
+
+The script runs as `__main__` on the chosen device; code that says `"cuda"` runs on the emulated
+device when that is chosen. The ledger records every thread of the process (`--thread-only`:
+the main thread alone) and the children it forks; processes it starts otherwise are counted, not
+followed. Its syncs are printed by location afterwards, with the detectors that saw them, also
+when it fails:
+an exception prints the script's own traceback and gives exit 1; `sys.exit(...)` keeps its code
+(a message is printed and gives 1), as Python itself does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+
+import syncledger
+from syncledger.device import DEVICE_KINDS
+from syncledger.errors import (
+    EXIT_OPERATIONAL,
+    EXIT_USAGE,
+    InputError,
+    OperationalError,
+    os_error_text,
+    sigterm_as_ctrl_c,
+    stop_reason,
+    stop_signal,
+)
+from syncledger.outputs import write_atomic
+
+EXIT_CODES = (
+    "exit codes: the script's own, 1 when it raises, 2 bad input or usage, 3 the environment "
+    "failed (disk full, unwritable file, bad environment variable), 130 Ctrl-C, 143 SIGTERM"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 already; keep it to one line
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="syncledger",
+        description="run a Python script under the sync ledger and list its syncs by location",
+        epilog=EXIT_CODES,
+    )
+    p.add_argument(
+        "--device",
+        choices=DEVICE_KINDS,
+        default="auto",
+        help="auto: CUDA if present, else the emulated device",
+    )
+    p.add_argument(
+        "--json", type=Path, help="also write the syncs, deduplicated by location, as JSON"
+    )
+    p.add_argument("--stack-depth", type=int, default=3, help="caller frames to print per location")
+    p.add_argument(
+        "--thread-only",
+        action="store_true",
+        help="record the main thread's syncs only (default: every thread of the process)",
+    )
+    p.add_argument("script", help="the Python script to run (its own arguments follow)")
+    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _script_frames(tb: TracebackType | None, script: Path) -> TracebackType | None:
+    """The traceback from the script's first frame on (the launcher's frames are not its)."""
+    target = str(script.resolve())
+    while tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()) != target:
+        tb = tb.tb_next
+    return tb
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
+    return 1
+
+
+def _run_script(script: Path) -> int:
+    """Run the script as __main__; its exit code (1 with its traceback when it raises)."""
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: 128 + the signal, as a shell says
+        signum = stop_signal(exc)
+        print(stop_reason(signum), file=sys.stderr)
+        return 128 + signum
+    except Exception as exc:
+        tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `args.script` under a ledger; the script's exit code."""
+    from syncledger import SyncLedger, use_device
+    from syncledger.device import check_environment, resolve_kind
+    from syncledger.events import skip_frames_of
+
+    script = Path(args.script)
+    if not script.is_file():
+        raise InputError("no such script", file=str(script))
+    try:
+        kind = resolve_kind(args.device)
+    except ValueError as exc:
+        raise InputError(str(exc), key="--device") from None
+    check_environment()
+    script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    # the launcher's own frames are not where a script's syncs come from
+    skip_frames_of(__file__, str(Path(syncledger.__file__).with_name("__main__.py")))
+    saved_argv = sys.argv
+    sys.argv = [str(script), *script_args]
+    try:
+        scope = "thread" if args.thread_only else "process"
+        with use_device(kind) as info, SyncLedger(scope=scope) as ledger:
+            code = _run_script(script)
+    finally:
+        sys.argv = saved_argv
+    print(f"device: {info.kind} ({info.name}); {ledger.describe_detectors()}", file=sys.stderr)
+    print(ledger.format_table(args.stack_depth))
+    if args.json is not None:
+        write_atomic(args.json, ledger.to_json())
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    with sigterm_as_ctrl_c():
+        try:
+            return run(build_parser().parse_args(argv))
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
+            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            print(f"error: {text}", file=sys.stderr)
+            return EXIT_OPERATIONAL
+        except KeyboardInterrupt as exc:
+            signum = stop_signal(exc)
+            print(stop_reason(signum), file=sys.stderr)
+            return 128 + signum

@@ -1,0 +1,84 @@
+"""`region(name)`: one call marks a region for NVTX, the ledger and (when recording) the profiler."""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+
+import torch
+
+from syncledger import nvtx_ranges
+from syncledger.events import RegionEntry
+from syncledger.state import STATE, open_ledgers
+
+_profiler_enabled = torch._C._autograd._profiler_enabled
+
+
+_PUSH, _POP = nvtx_ranges.PUSH, nvtx_ranges.POP
+
+
+class region:
+    """Mark a named region; regions nest and their paths join with '/'. A name is one
+    component of that path: `region("scheduler", "prepare")` is one region two levels down
+    (one NVTX range, one ledger entry), `region("scheduler", "prepare")` is refused.
+
+    Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
+    The profiler does not see NVTX ranges, so a `record_function` label is added only while
+    a PyTorch profiler is recording (entering one costs ~6 µs even with no profiler).
+    """
+
+    __slots__ = ("_label", "_t0", "name", "path")
+
+    def __init__(self, *names: str) -> None:
+        for name in names:
+            if not isinstance(name, str) or not name or "/" in name:
+                _refuse(name)
+        if not names:
+            raise TypeError("region() needs a name, e.g. region('metadata')")
+        self.name = "/".join(names)
+        self._label: object | None = None
+        self._t0 = 0
+
+    def __enter__(self) -> region:
+        st = STATE
+        regions = st.regions
+        path = regions[-1] + "/" + self.name if regions else self.name
+        self.path = path
+        regions.append(path)
+        _PUSH(path)
+        ledgers = open_ledgers()
+        if ledgers:
+            entry = RegionEntry(path, st.step, st.tags)
+            for ledger in ledgers:
+                ledger.region_entries.append(entry)
+        if _profiler_enabled():
+            self._label = torch.profiler.record_function(path)
+            self._label.__enter__()  # type: ignore[attr-defined]
+        if st.timers:
+            self._t0 = perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        st = STATE
+        if self._t0:
+            t1 = perf_counter_ns()
+            sample = (self.path, st.step, st.tags, self._t0, t1)
+            for timer in st.timers:
+                timer.samples.append(sample)
+            self._t0 = 0
+        if self._label is not None:
+            self._label.__exit__(None, None, None)  # type: ignore[attr-defined]
+            self._label = None
+        _POP()
+        st.regions.pop()
+
+
+def _refuse(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"a region name is a string, got {name!r}")
+    if not name:
+        raise ValueError("a region name must not be empty")
+    parts = ", ".join(repr(p) for p in name.split("/") if p)
+    raise ValueError(
+        f"region name {name!r} holds '/': a name is one path component (nest regions, or "
+        f"region({parts}) for one region that many levels down)"
+    )
