@@ -3,9 +3,9 @@
 A table cut off mid-row, left header-only or emptied after the run wrote it must never be
 summarised, compared, plotted or traced as if whole: every file is checked against the sha256
 and row count meta.json recorded when it was written, and refused (InputError, exit 2, one line
-naming the file) when it does not match. A meta.json of another result format version is
-refused too (runs written before checksums, format < 3, included: nothing can vouch for their
-tables).
+naming the file) when it does not match. A run of an older result format is upgraded in memory
+as it is read (harness.results.upgrade), one of a newer format or one older than the oldest
+upgrade (before checksums nothing can vouch for its tables) is refused.
 
 Reads files only: no torch, no backend (the report must work on a machine that has the
 results but not the harness's runtime).
@@ -23,6 +23,7 @@ import pandas as pd
 from harness.errors import InputError, shown
 from harness.results.files import sha256_hex
 from harness.results.tables import COLUMNS, FORMAT_VERSION, RESULT_FORMAT
+from harness.results.upgrade import oldest_readable, upgrade_meta, upgrade_table, written_tables
 
 # Columns read as numbers; "" there is a missing value (NaN). Elsewhere "" is a real value
 # (e.g. no forward mode) and must not become NaN, which groupby would silently drop.
@@ -41,8 +42,9 @@ NUMERIC = (
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
-    """A run folder's meta.json, refused (InputError naming it) when it is missing, is not
-    JSON, or is of a result format this harness does not read."""
+    """A run folder's meta.json in this harness's result format (an older one upgraded),
+    refused (InputError naming it) when it is missing, is not JSON, or is of a result format
+    this harness does not read."""
     path = Path(folder) / "meta.json"
     try:
         meta = json.loads(path.read_bytes())
@@ -57,6 +59,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
             f"not a run's meta.json (no result_format {RESULT_FORMAT!r})", file=str(path)
         )
     check_format_version(meta.get("result_format_version"), str(path))
+    meta = upgrade_meta(meta)
     if not isinstance(meta.get("world"), str):
         raise InputError(
             "missing: a run of this format names its world", file=str(path), key="world"
@@ -65,15 +68,17 @@ def read_meta(folder: Path) -> dict[str, Any]:
 
 
 def check_format_version(version: Any, file: str) -> None:
-    """Only runs of this harness's result format are read: an older one lacks what the
-    readers rely on (checksums before 3, the round column before 4, the case column and the
-    run's world before 5), a newer one may differ."""
-    if version == FORMAT_VERSION:
-        return
+    """Runs of this harness's result format and of the older ones it upgrades are read; one
+    older still lacks what the readers rely on (checksums before 3), a newer one may differ."""
     if not isinstance(version, int) or isinstance(version, bool):
         why = f"result_format_version is {shown(version)}, not a version number"
+    elif oldest_readable() <= version <= FORMAT_VERSION:
+        return
     elif version < FORMAT_VERSION:
-        why = f"older than this harness's {FORMAT_VERSION}: re-run its `command` to read it here"
+        why = (
+            f"older than the oldest this harness reads ({oldest_readable()}): re-run its "
+            "`command` to read it here"
+        )
     else:
         why = f"newer than this harness's {FORMAT_VERSION}: read it with the harness that wrote it"
     raise InputError(
@@ -105,15 +110,19 @@ def verified_bytes(folder: Path, name: str, meta: dict[str, Any]) -> bytes:
 
 
 def read_table(folder: Path, table: str, meta: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Table `table` of a run folder, checked against meta.json, with numeric columns parsed."""
+    """Table `table` of a run folder, checked against meta.json, with numeric columns parsed;
+    from a run of an older format, in this format's columns (a table it did not write, empty)."""
     meta = read_meta(folder) if meta is None else meta
     name = f"{table}.csv"
+    if table not in written_tables(meta):
+        return pd.DataFrame(columns=COLUMNS[table])
     data = verified_bytes(folder, name, meta)
     df = pd.read_csv(
         io.BytesIO(data),
         keep_default_na=False,
         na_values={c: [""] for c in NUMERIC},
     )
+    df = upgrade_table(table, df, meta)
     missing = [c for c in COLUMNS[table] if c not in df.columns]
     if missing:  # a renamed or dropped column must fail loudly, not plot as empty
         raise InputError(
