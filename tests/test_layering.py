@@ -9,7 +9,8 @@ with a `plugin.py` (harness.registry). The rules:
 - kernels imports nothing from harness;
 - the sync ledger is a library any PyTorch project installs: it imports nothing of the
   benchmark (harness, kernels);
-- the backend imports only the batch, the kernels and the ledger's region marking;
+- the backend imports only the batch, the declared variants (harness.variants), the kernels
+  and the ledger's region marking;
 - matplotlib is imported by the report and the worlds' figures only (nothing below the
   report draws);
 - the scenario, runner, results, report and gate layers, and the registry, import no world;
@@ -37,7 +38,11 @@ LAYERS = (
     "harness.registry",
 )
 WORLDS = tuple(sorted(f"harness.{p.parent.name}" for p in HARNESS.glob("*/plugin.py")))
-BACKEND_MAY_USE = {"harness.batch", "kernels"}  # packages, and the ledger's region marking:
+BACKEND_MAY_USE = {
+    "harness.batch",
+    "harness.variants",
+    "kernels",
+}  # packages, and the ledger's region marking:
 REGION_MARKING = ("syncledger.regions", "syncledger:region")
 
 
@@ -147,7 +152,7 @@ def wrong_way(imports: Sequence[Import]) -> list[str]:
         elif src == "harness.backend" and _ours(dst) and dst != src:
             marking = imp.module in REGION_MARKING or f"{imp.module}:{imp.name}" in REGION_MARKING
             if dst not in BACKEND_MAY_USE and not marking:
-                rule = "the backend imports only batch, kernels and region marking"
+                rule = "the backend imports only batch, variants, kernels and region marking"
         if dst == "matplotlib" and src != "harness.report" and src not in WORLDS:
             rule = "only the report and the worlds' figures import matplotlib"
         if src in LAYERS and dst in WORLDS:

@@ -11,11 +11,11 @@ from harness.backend.backend import VERIFY_LENS_BUFFER_LEN, DeepseekV4AttnBacken
 from harness.backend.config import MODEL_SHAPES, BackendConfig, ModelShape, get_model_shape
 from harness.backend.metadata import FullMetadata, RawDecodeMetadata, RawVerifyMetadata
 from harness.backend.multistep import MultiStepDraftBackend
-from harness.backend.variants import VARIANTS, VariantPolicy, get_variant, variant_names
+from harness.backend.variants import POLICIES, VariantPolicy, get_variant, policy
 
 __all__ = [
     "MODEL_SHAPES",
-    "VARIANTS",
+    "POLICIES",
     "VERIFY_LENS_BUFFER_LEN",
     "BackendConfig",
     "DeepseekV4AttnBackend",
@@ -28,5 +28,5 @@ __all__ = [
     "VariantPolicy",
     "get_model_shape",
     "get_variant",
-    "variant_names",
+    "policy",
 ]

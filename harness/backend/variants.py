@@ -20,18 +20,42 @@ the upstream line of each; the ids in comments (``F01`` ...) are its rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from harness.variants import VARIANTS
+
+if TYPE_CHECKING:
+    import torch
 
 MIRROR_REQUIRED = "DeepSeek-V4 backend requires seq_lens_cpu"
 
 
+# variant name -> its policy; every declared variant (harness.variants) has one
+POLICIES: dict[str, VariantPolicy] = {}
+
+
+def policy(name: str) -> Callable[[type[VariantPolicy]], type[VariantPolicy]]:
+    """Implement the declared variant `name` with this policy class."""
+
+    def register(cls: type[VariantPolicy]) -> type[VariantPolicy]:
+        if name not in VARIANTS:
+            raise ValueError(f"variant {name!r} is not declared in harness.variants")
+        if name in POLICIES:
+            raise ValueError(f"variant {name!r} implemented twice")
+        POLICIES[name] = cls(name=name)
+        return cls
+
+    return register
+
+
+@policy("before")
 @dataclass(frozen=True)
 class VariantPolicy:
     """`before` (sglang a36c8731, parent of PR #30695): the mirror is required."""
 
-    name: str = "before"
+    name: str  # the registered variant's
     # The worker sizes the verify tree mask from ``attn_backend.max_context_len`` when the
     # batch has no mirror; the backend defines that attribute only from a9cf5e68 on.
     has_max_context_len: bool = False
@@ -96,11 +120,10 @@ class VariantPolicy:
         return seq_lens_cpu
 
 
+@policy("after")
 @dataclass(frozen=True)
 class AfterPolicy(VariantPolicy):
     """`after` (PR #30695, 504570f4): tolerates an absent mirror by reading the device."""
-
-    name: str = "after"
 
     def needs_cpu_seq_lens(self, spec_configured: bool, prep_in_graph: bool) -> bool:
         # Class default False; set in the constructor when any speculative algorithm is on.
@@ -134,11 +157,11 @@ class AfterPolicy(VariantPolicy):
         return seq_lens_cpu
 
 
+@policy("dropped")
 @dataclass(frozen=True)
 class DroppedPolicy(AfterPolicy):
     """`dropped` (PR #30365, a9cf5e68): device-only paths, no fallback reads device values."""
 
-    name: str = "dropped"
     has_max_context_len: bool = True
     draft_extend_graph: bool = True
     draft_extend_same_length: bool = True
@@ -189,19 +212,11 @@ class DroppedPolicy(AfterPolicy):
         return seq_lens_cpu if needs_mirror else None  # the runner's buffer may be stale
 
 
-VARIANTS: dict[str, VariantPolicy] = {
-    p.name: p for p in (VariantPolicy(), AfterPolicy(), DroppedPolicy())
-}
-
-
 def get_variant(name: str | VariantPolicy) -> VariantPolicy:
     if isinstance(name, VariantPolicy):
         return name
-    try:
-        return VARIANTS[name]
-    except KeyError:
-        raise KeyError(f"unknown variant {name!r}; known: {sorted(VARIANTS)}") from None
-
-
-def variant_names() -> list[str]:
-    return list(VARIANTS)
+    if name not in VARIANTS:
+        raise KeyError(f"unknown variant {name!r}; known: {sorted(VARIANTS)}")
+    if name not in POLICIES:
+        raise KeyError(f"variant {name!r} is declared but the backend implements no policy for it")
+    return POLICIES[name]

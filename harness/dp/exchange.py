@@ -20,12 +20,12 @@ On host tensors none of this waits for the device; on device tensors every one o
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from harness.dp.backends import ExchangeBackend
 from harness.dp.record import FALLBACK_RECORD, RECORD_LEN, Gathered, SyncRecord
 from syncledger import host_values, is_emulated
 
@@ -33,23 +33,6 @@ from syncledger import host_values, is_emulated
 warnings.filterwarnings(
     "ignore", message=".*all_gather_into_tensor.* is deprecated", category=FutureWarning
 )
-
-
-@dataclass(frozen=True)
-class ExchangeBackend:
-    name: str
-    device_tensors: bool  # the record lives on the device (NCCL) or on the host (gloo)
-    overlap: bool  # the scheduler loop it comes with: True = process step N-1 after launching N
-    gpu_group: str  # the torch.distributed backend of its group on GPUs
-
-
-EXCHANGE_BACKENDS: dict[str, ExchangeBackend] = {
-    b.name: b
-    for b in (
-        ExchangeBackend("gloo", device_tensors=False, overlap=True, gpu_group="gloo"),
-        ExchangeBackend("nccl", device_tensors=True, overlap=False, gpu_group="nccl"),
-    )
-}
 
 
 class MLPSyncExchange:

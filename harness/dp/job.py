@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness.dp.backends import EXCHANGE_BACKENDS
 from harness.dp.cells import (
     DPSite,
     DPWorldBuilder,
@@ -42,7 +43,7 @@ from harness.dp.cells import (
     rank_cell,
     rank_stream,
 )
-from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+from harness.dp.exchange import MLPSyncExchange
 from harness.dp.lifeline import die_with_parent
 from harness.dp.section import dp_of
 from harness.dp.timing import run_dp_cell_time

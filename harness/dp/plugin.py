@@ -24,7 +24,7 @@ from harness.scenario.schema import ScenarioPart
 from harness.serving import plugin as serving
 from harness.serving.cells import check_serving_cell, serving_footprint
 from harness.serving.section import SECTION as SERVING
-from harness.serving.summary import VOCABULARY
+from harness.serving.vocabulary import serving_vocabulary
 
 
 def rank0_cells(sc: Scenario) -> list[Cell]:
@@ -75,7 +75,7 @@ PLUGIN = register_world(
                 launch=launch,
                 gated=False,
             ),
-            ResultsPart(dp_summary, VOCABULARY),
+            ResultsPart(dp_summary, serving_vocabulary),
             ReportPart(figures, step_starts=aligned_step_starts),
         ),
     )

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.dp.backends import EXCHANGE_BACKENDS
 from harness.scenario import Scenario
 from harness.scenario.validate import ConfigError, rule
-from harness.serving.section import serving_of, variant_names
+from harness.serving.section import serving_of
 from harness.serving.vocabulary import MIRRORS
 from harness.synccost.cases import INJECTIONS
+from harness.variants import variant_names
 
 SECTION = "dp"
 # where in a rank's step (regions of harness.dp.world) a planted sync can be made: before the
@@ -19,9 +21,6 @@ INJECT_REGIONS = ("step/scheduler/prepare", "step/scheduler/process_result")
 
 
 def exchange_backends() -> list[str]:
-    """The exchange backends harness.dp.exchange defines (imported when a value is checked)."""
-    from harness.dp.exchange import EXCHANGE_BACKENDS
-
     return list(EXCHANGE_BACKENDS)
 
 

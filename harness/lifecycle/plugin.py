@@ -19,7 +19,7 @@ from harness.serving import plugin as serving
 from harness.serving.cells import serving_cells, serving_footprint
 from harness.serving.section import SECTION as SERVING
 from harness.serving.section import serving_of
-from harness.serving.summary import VOCABULARY
+from harness.serving.vocabulary import serving_vocabulary
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +59,7 @@ PLUGIN = register_world(
                 sections={SECTION: LifecycleConfig}, uses=(SERVING,), check=check_lifecycle
             ),
             RunnerPart(serving_cells, build, check_cell, serving_footprint),
-            ResultsPart(lifecycle_summary, VOCABULARY),
+            ResultsPart(lifecycle_summary, serving_vocabulary),
             ReportPart(serving.figures),
         ),
     )

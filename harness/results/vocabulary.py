@@ -9,7 +9,7 @@ reference variant every other is compared with. Nothing here knows a world's nam
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness import registry
@@ -28,7 +28,12 @@ class Vocabulary:
 @dataclass(frozen=True)
 class ResultsPart:
     summary: Callable[[RunData], list[str]]  # the summary's lines, section by section
-    vocabulary: Vocabulary = field(default_factory=Vocabulary)
+    # read when asked, not at registration: a world's registries (its variants) may grow
+    vocabulary_of: Callable[[], Vocabulary] = Vocabulary
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return self.vocabulary_of()
 
 
 def results_part(world: str) -> ResultsPart:

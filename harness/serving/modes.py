@@ -39,6 +39,7 @@ from harness.batch.info import (
 )
 from harness.serving.graph_runner import PassRecord, run_eager
 from harness.serving.mirror import Mirror, blocking_copy_d2h, host_known_mirror
+from harness.serving.mode_traits import ModeTraits, traits_of
 from harness.serving.scheduler import StepPlan
 from harness.serving.stack import ServingStack
 from syncledger import region
@@ -52,17 +53,7 @@ class ServingMode:
     DP-attention ranks decided together for the step (None with one rank); every batch of the
     step carries it."""
 
-    name = "base"
-    # True/False: always/never speculative; None: as configured (the direct mode)
-    spec: bool | None = False
-    # the mirror settings this mode accepts ("auto" = what upstream's serving code does)
-    mirror_settings: tuple[str, ...] = ("auto",)
-    # batches come from the serving stack (scheduler, ForwardBatch.init_new, the speculative
-    # worker), not built by hand as the direct mode does
-    serving_stack = True
-    # the scheduler loop: True, the overlap scheduler (a step processes the previous step's
-    # results); False, the normal loop (its own); None, no scheduler (no results processed)
-    overlap: bool | None = True
+    traits: ModeTraits  # set by @serving_mode from the declared modes (mode_traits.MODES)
 
     def decode(
         self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None
@@ -136,7 +127,7 @@ class ServingMode:
         lists (S07, and D01 with DP attention): the target model's, then with EAGLE the draft
         model's (eagle_worker_v2.py 814, S08)."""
         dev = stack.device
-        if not self.serving_stack:
+        if not self.traits.serving_stack:
             with region("scheduler", "prepare"):
                 return host_to_device_async(ext, torch.int32, dev)
         if draft:
@@ -159,16 +150,22 @@ def _prefill_forward(stack: ServingStack, backend, batch: ForwardBatch) -> Calla
 SERVING_MODES: dict[str, type[ServingMode]] = {}
 
 
-def serving_mode(cls: type[ServingMode]) -> type[ServingMode]:
-    SERVING_MODES[cls.name] = cls
-    return cls
+def serving_mode(name: str) -> Callable[[type[ServingMode]], type[ServingMode]]:
+    """Implement the declared serving mode `name` (harness.serving.mode_traits)."""
+
+    def register(cls: type[ServingMode]) -> type[ServingMode]:
+        if name in SERVING_MODES:
+            raise ValueError(f"serving mode {name!r} implemented twice")
+        cls.traits = traits_of(name)
+        SERVING_MODES[name] = cls
+        return cls
+
+    return register
 
 
 def get_serving_mode(name: str) -> ServingMode:
-    try:
-        return SERVING_MODES[name]()
-    except KeyError:
-        raise ValueError(f"unknown serving mode {name!r}; known: {sorted(SERVING_MODES)}") from None
+    traits_of(name)  # ValueError naming the known ones
+    return SERVING_MODES[name]()
 
 
 def decode_one_pass(
@@ -209,10 +206,8 @@ def idle_pass(stack: ServingStack, dp: DPGlobalInfo) -> list[Pass]:
     return [(stack.runners["decode"].run(batch), [])]
 
 
-@serving_mode
+@serving_mode("nonspec")
 class NonSpec(ServingMode):
-    name = "nonspec"
-
     def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
         return decode_one_pass(self, stack, plan, dp)
 
@@ -220,20 +215,16 @@ class NonSpec(ServingMode):
         return host_known_mirror(lens)
 
 
-@serving_mode
+@serving_mode("eagle")
 class Eagle(ServingMode):
     """EAGLE with the overlap scheduler off (the spec-v2 worker runs either way)."""
-
-    name = "eagle"
-    spec = True
-    overlap = False
 
     def decode(self, stack: ServingStack, plan: StepPlan, dp: DPGlobalInfo | None) -> list[Pass]:
         rows = list(plan.pool_indices)
         lens = list(plan.seq_lens)  # oracle truth (the host of a real system lacks it)
         with region("scheduler", "prepare"):
             rpi = host_to_device_async(rows, torch.int64, stack.device)
-            if self.serving_stack:
+            if self.traits.serving_stack:
                 eagle_prepare_for_decode(stack, lens)
             seq_lens = stack.relay.resolve_seq_lens(rpi)  # device truth, gathered on device
         mirror = self.decode_mirror(stack, rows, lens, seq_lens)
@@ -275,7 +266,7 @@ class Eagle(ServingMode):
                 spec_info=spec, dp=dp,
             )  # fmt: skip
         rec = stack.runners["draft"].run(draft)
-        if self.serving_stack and draft.seq_lens_sum is None:
+        if self.traits.serving_stack and draft.seq_lens_sum is None:
             size_tree_mask_from_backend(stack)
         return rec, [n + 1 for n in lens]
 
@@ -297,7 +288,7 @@ class Eagle(ServingMode):
         d = stack.spec.draft_token_num
         with region("worker", "prepare"):
             batch = draft_extend_batch(
-                stack, rpi, seq_lens, out, mirror, host_lists=self.serving_stack
+                stack, rpi, seq_lens, out, mirror, host_lists=self.traits.serving_stack
             )
             batch.dp = dp
         runner = stack.runners.get("draft_extend")
@@ -380,14 +371,10 @@ def draft_extend_batch(
     )  # fmt: skip
 
 
-@serving_mode
+@serving_mode("specv2")
 class SpecV2(Eagle):
     """EAGLE with the overlap scheduler on: the relay, only for decode batches, only when
     wanted (``mirror: auto`` = the backends' flag; ``present`` / ``absent`` force it)."""
-
-    name = "specv2"
-    mirror_settings = ("auto", "present", "absent")
-    overlap = True
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.relay_wants_mirror
@@ -403,15 +390,9 @@ class SpecV2(Eagle):
         return None
 
 
-@serving_mode
+@serving_mode("direct")
 class Direct(Eagle):
     """The backend driven directly: the scenario says whether batches carry the mirror."""
-
-    name = "direct"
-    spec = None
-    mirror_settings = ("present", "absent")
-    serving_stack = False
-    overlap = None
 
     def wants_decode_mirror(self, stack: ServingStack) -> bool:
         return stack.mirror == "present"

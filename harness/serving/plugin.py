@@ -16,7 +16,8 @@ from harness.serving.cells import (
     serving_footprint,
 )
 from harness.serving.section import SECTION, ServingConfig
-from harness.serving.summary import VOCABULARY, serving_summary
+from harness.serving.summary import serving_summary
+from harness.serving.vocabulary import serving_vocabulary
 
 
 def figures() -> dict[str, FigureSpec]:
@@ -31,7 +32,7 @@ PLUGIN = register_world(
         (
             ScenarioPart(sections={SECTION: ServingConfig}),
             RunnerPart(serving_cells, build_serving_world, check_serving_cell, serving_footprint),
-            ResultsPart(serving_summary, VOCABULARY),
+            ResultsPart(serving_summary, serving_vocabulary),
             ReportPart(figures),
         ),
     )

@@ -12,24 +12,13 @@ from dataclasses import dataclass, field
 
 from harness.scenario.schema import Scenario
 from harness.scenario.validate import ConfigError, rule
-from harness.serving.vocabulary import MIRRORS, VARIANTS
+from harness.serving.mode_traits import MODES, mode_names, traits_of
+from harness.serving.vocabulary import MIRRORS
+from harness.variants import variant_names
 
 SECTION = "serving"
 MODELS = ("flash", "pro")
 KERNEL_IMPLS = ("torch", "triton")
-
-
-def variant_names() -> list[str]:
-    """The backend's variants (its registry; imported when a value is checked)."""
-    from harness.backend.variants import variant_names as registered
-
-    return registered()
-
-
-def serving_mode_names() -> list[str]:
-    from harness.serving.modes import SERVING_MODES
-
-    return list(SERVING_MODES)
 
 
 @dataclass
@@ -64,7 +53,7 @@ class ServingConfig:
     model: str = field(default="flash", metadata=rule("model shape", choices=MODELS))
     serving_mode: str = field(
         default="nonspec",
-        metadata=rule("how the mirror is produced", choices_fn=serving_mode_names),
+        metadata=rule("how the mirror is produced", choices_fn=mode_names),
     )
     batch_sizes: list[int] = field(
         default_factory=lambda: [8],
@@ -77,7 +66,7 @@ class ServingConfig:
         default=0, metadata=rule("a prefill step every N steps (0: never)", min=0, max=1_000_000)
     )
     variants: list[str] = field(
-        default_factory=lambda: list(VARIANTS),
+        default_factory=variant_names,
         metadata=rule("backend variants to run", choices_fn=variant_names, nonempty=True),
     )
     mirror: list[str] = field(
@@ -107,11 +96,9 @@ class ServingConfig:
     )
 
     def __post_init__(self) -> None:
-        from harness.serving.modes import SERVING_MODES, get_serving_mode
-
-        mode = get_serving_mode(self.serving_mode)  # ValueError for an unknown one
+        mode = traits_of(self.serving_mode)  # ValueError for an unknown one
         if mode.spec is False and self.spec is not None:
-            takes = [name for name, m in SERVING_MODES.items() if m.spec is not False]
+            takes = [name for name, m in MODES.items() if m.spec is not False]
             raise ConfigError(
                 "spec", f"only for serving_mode {', '.join(takes[:-1])} or {takes[-1]}"
             )

@@ -12,17 +12,14 @@ from harness.results.summary import (
     syncs_section,
     waits_section,
 )
-from harness.results.vocabulary import Vocabulary
-from harness.serving.vocabulary import MIRRORS, REFERENCE, VARIANTS
-
-VOCABULARY = Vocabulary(variants=VARIANTS, mirrors=MIRRORS, reference=REFERENCE)
+from harness.serving.vocabulary import serving_vocabulary
 
 
 def serving_summary(run: RunData) -> list[str]:
     return [
         *syncs_section(run),
         *latency_section(run),
-        *reference_section(run, VOCABULARY),
+        *reference_section(run, serving_vocabulary()),
         *waits_section(run),
         *failed_section(run),
         *findings_section(run),

@@ -1,12 +1,18 @@
-"""How the serving world names its cells for readers: the backend's variants in the order tables
-and figures show them, the reference every other variant is compared with, and the mirror
-settings. The backend's own registry (harness.backend.variants) defines the variants; this is
-their reading order, kept free of torch so the report can use it (a test holds the two equal)."""
+"""How the serving world names its cells for readers: the variants in the order tables and
+figures show them (as harness.variants declares them), the reference every other variant is
+compared with, and the mirror settings. Free of torch and of the backend, so the report can
+use it."""
 
 from __future__ import annotations
 
-VARIANTS = ("before", "after", "dropped")
-REFERENCE = "before"  # the parent of the PR: what `after` and `dropped` are measured against
+from harness.results.vocabulary import Vocabulary
+from harness.variants import reference_variant, variant_names
+
 # "auto": what upstream's serving code does; "present" / "absent": what-ifs where the serving
 # mode has a switch for it (the spec-v2 relay; the backend driven directly)
 MIRRORS = ("auto", "present", "absent")
+
+
+def serving_vocabulary() -> Vocabulary:
+    """The variants as registered now, the reference, the mirror settings."""
+    return Vocabulary(tuple(variant_names()), MIRRORS, reference_variant())

@@ -297,7 +297,7 @@ class World:
         ``overlap``: the loop's (DP attention: its exchange's), default the serving mode's;
         ``before_wait``: work in the region before the wait (DP attention's planted sync).
         The direct mode has no scheduler: nothing is processed."""
-        overlap = self.mode.overlap if overlap is None else overlap
+        overlap = self.mode.traits.overlap if overlap is None else overlap
         if overlap is None or not (self.device.type == "cuda" or is_emulated(self.device)):
             return
         done = None

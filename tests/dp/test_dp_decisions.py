@@ -241,7 +241,8 @@ class _Event:
 @pytest.mark.parametrize(("backend", "overlap"), [("gloo", True), ("nccl", False)])
 def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatch, backend,
                                                                overlap):  # fmt: skip
-    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.backends import EXCHANGE_BACKENDS
+    from harness.dp.exchange import MLPSyncExchange
     from harness.dp.world import DPWorld
 
     monkeypatch.setattr(torch.cuda, "Event", _Event)
@@ -262,7 +263,8 @@ def test_overlap_waits_for_the_previous_step_else_for_this_one(world, monkeypatc
 def test_a_speculative_decode_step_exchanges_twice_unless_skipped(skip, exchanges):
     """scheduler.py 2694 (the new prefill batch's record) and 2712 (the decode batch's); over
     NCCL each exchange makes its 8 read-backs."""
-    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.backends import EXCHANGE_BACKENDS
+    from harness.dp.exchange import MLPSyncExchange
     from harness.dp.world import DPWorld
     from tests.support.dp_fakes import one_rank_group
 

@@ -96,7 +96,8 @@ def test_row_is_reproduced(row, count_passes) -> None:
 def _probe_dp_exchange(case: str) -> list:
     """One rank's exchange of a decode record over a one-rank gloo group, `case` its backend."""
     from harness.batch.info import ForwardMode
-    from harness.dp.exchange import EXCHANGE_BACKENDS, MLPSyncExchange
+    from harness.dp.backends import EXCHANGE_BACKENDS
+    from harness.dp.exchange import MLPSyncExchange
     from harness.dp.record import local_record
     from syncledger import SyncLedger, emulated_device
     from tests.support.dp_fakes import one_rank_group

@@ -136,12 +136,13 @@ def test_mirror_buckets_and_standin_is_a_noop_off_cuda() -> None:
 
 
 def test_the_vocabulary_names_the_backends_variants_in_their_order() -> None:
-    """The serving world's reading order of variants (torch-free, for the report) is the
-    backend's registry, and the fidelity table has a commit of each."""
-    from harness.backend import variant_names
+    """The serving world's reading order of variants (for the report) is the declared one, the
+    backend implements each, and the fidelity table has a commit of each."""
+    from harness.backend import POLICIES
     from harness.fidelity import VARIANTS as TABLE_VARIANTS
-    from harness.serving.vocabulary import REFERENCE
-    from harness.serving.vocabulary import VARIANTS as READING_ORDER
+    from harness.serving.vocabulary import serving_vocabulary
+    from harness.variants import variant_names
 
-    assert list(READING_ORDER) == variant_names() == list(TABLE_VARIANTS)
-    assert READING_ORDER[0] == REFERENCE
+    vocabulary = serving_vocabulary()
+    assert list(vocabulary.variants) == variant_names() == list(TABLE_VARIANTS) == list(POLICIES)
+    assert vocabulary.variants[0] == vocabulary.reference
