@@ -59,3 +59,10 @@ def download_release(version: str, into: Path) -> Path:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise InputError(f"--upstream-release {version}: {last}")
     return tree_root(into, "--upstream-release")
+
+
+def install_default_releases(where: Path = INSTALLED) -> None:
+    """Set-up: the default releases' files under `where` (each skipped when already there)."""
+    for release in DEFAULT_RELEASES:
+        if not (where / release.version / "sglang" / "srt").is_dir():
+            download_release(release.version, where / release.version)
