@@ -50,8 +50,8 @@ def _runs(args: argparse.Namespace, stack: ExitStack) -> Iterator[Run]:
 
 def execute_command(args: argparse.Namespace) -> int:
     from harness.upstream.execute import execute
+    from harness.upstream.loader import TreeDrift
     from harness.upstream.report import render, verdict
-    from harness.upstream.standins import TreeDrift
     from syncledger import use_device
 
     table = load_table()

@@ -53,6 +53,10 @@ UNCALLED = (
 THIRD_PARTY = ("orjson", "pybase64", "requests", "starlette", "openai", "einops", "torchvision")
 
 
+class TreeDrift(Exception):
+    """The tree needs what the loader assumed it never would: one line says what."""
+
+
 class Placeholder:
     """A name taken from a stood-in module. Classes may derive from it; a call or a truth
     test means the path reached code it was assumed never to reach."""
@@ -61,10 +65,10 @@ class Placeholder:
         self._name = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"upstream called {self._name}, which the loader stood in as unused")
+        raise TreeDrift(f"upstream called {self._name}, which the loader stood in as unused")
 
     def __bool__(self) -> bool:
-        raise RuntimeError(f"upstream tested {self._name}, which the loader stood in as unused")
+        raise TreeDrift(f"upstream tested {self._name}, which the loader stood in as unused")
 
     def __getattr__(self, name: str) -> Placeholder:
         if name.startswith("__"):
@@ -84,9 +88,11 @@ class Placeholder:
 
 
 class _InertModule(ModuleType):
-    def __getattr__(self, name: str) -> Placeholder:
+    def __getattr__(self, name: str) -> Placeholder | bool:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name.startswith("_is_"):  # a platform flag (0.5.14 imports deepseek_v2's _is_hip)
+            return name == "_is_cuda"
         return Placeholder(f"{self.__name__}.{name}")
 
 

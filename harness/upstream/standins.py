@@ -25,14 +25,11 @@ from typing import Any
 import torch
 
 from harness.upstream import kernels as K
+from harness.upstream.loader import TreeDrift
 from syncledger import EmuTensor
 
 # where compiled code's Python wrappers live in the releases and commits read so far
 _SEARCH = ("jit_kernel", "kernels", "srt/layers")
-
-
-class TreeDrift(Exception):
-    """The tree lacks what a stand-in replaces, or a stand-in went unused: one line says which."""
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,10 @@ def test_a_planted_sync_in_the_model_fails_the_check(capsys, monkeypatch) -> Non
     agree, cells, _, _ = _verdict(out)
     assert agree < cells
     assert "differs, unexplained: " in out and "capture decode, mirror present" in out
+
+
+def test_a_path_without_sglang_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    argv = ["fidelity", "--execute", "--upstream-tree", str(tmp_path), "--compare-to", "after"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(tmp_path) in err[0] and "sglang/srt" in err[0]
