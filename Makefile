@@ -48,6 +48,8 @@ $(VENV)/.installed: pyproject.toml syncledger/pyproject.toml
 	$(VENV)/bin/python -c "import compileall, re, sysconfig; \
 		compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0, \
 		rx=re.compile(r'/(tests?|pip|setuptools)/|/transformers/models/'))"
+	# upstream sglang's releases that `fidelity --execute` runs: their files only, no dependencies
+	$(VENV)/bin/python -c "from harness.upstream.releases import install_default_releases as i; i()"
 	touch $@
 
 # The strict sync gate is a test (tests/integration/test_gate_strict.py): it shares its count passes with

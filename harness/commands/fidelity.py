@@ -1,4 +1,5 @@
-"""`python -m harness fidelity`: the upstream sync points beside the project lines."""
+"""`python -m harness fidelity`: the upstream sync points beside the project lines, and with
+`--execute` upstream's own code run beside the model, cell by cell."""
 
 from __future__ import annotations
 
@@ -8,17 +9,51 @@ from harness.commands import command
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    del p  # no options
+    p.add_argument(
+        "--execute",
+        action="store_true",
+        help="run every cell on upstream's code and on the model; print the side-by-side table "
+        "and the agreement line (exit 1 when a cell differs that nothing explains)",
+    )
+    p.add_argument(
+        "--upstream-tree",
+        metavar="PATH",
+        help="a sglang checkout (or an installed tree) to run instead of the set-up releases",
+    )
+    p.add_argument(
+        "--upstream-release",
+        metavar="VERSION",
+        help="download this sglang release (pip, no dependencies) and run it",
+    )
+    p.add_argument(
+        "--compare-to",
+        metavar="VARIANT",
+        help="the model variant to hold the tree or release against (before, after, dropped)",
+    )
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "emu"))
+    p.add_argument(
+        "--out", metavar="DIR", help="also write the table (table.md) and meta.json there"
+    )
 
 
 @command(
     "fidelity",
     help="print the fidelity table: each upstream sync point, per commit, beside the "
-    "project file:line that reproduces it",
+    "project file:line that reproduces it; --execute runs upstream's code beside the model",
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
     from harness.fidelity import anchors, load_table, render_markdown
 
-    print(render_markdown(load_table(), anchors()))
-    return 0
+    if not args.execute:
+        if args.upstream_tree or args.upstream_release or args.compare_to or args.out:
+            from harness.errors import InputError
+
+            raise InputError(
+                "--upstream-tree, --upstream-release, --compare-to and --out need --execute"
+            )
+        print(render_markdown(load_table(), anchors()))
+        return 0
+    from harness.upstream.command import execute_command
+
+    return execute_command(args)

@@ -46,6 +46,8 @@ class Table:
     commits: dict[str, str]
     rows: list[Row]
     out_of_scope: list[dict[str, str]] = field(default_factory=list)
+    # release or tree label -> executed cell -> why upstream's run differs from the model there
+    executed_differences: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def load_table(path: Path = TABLE) -> Table:
@@ -62,7 +64,12 @@ def load_table(path: Path = TABLE) -> Table:
                 unreachable=r.get("unreachable"),
             )
         )
-    return Table(data["commits"], rows, data.get("out_of_scope", []))
+    return Table(
+        data["commits"],
+        rows,
+        data.get("out_of_scope", []),
+        data.get("executed_differences") or {},
+    )
 
 
 def _reach(reach: dict[str, Any]) -> Reach:

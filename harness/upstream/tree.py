@@ -1,0 +1,39 @@
+"""One sglang tree loaded for a run: its modules, the stand-ins in force, its label."""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from harness.upstream.loader import tree_imported
+from harness.upstream.standins import Installed, compiled_modules, install
+from harness.upstream.world import (
+    BACKEND,
+    BATCH_INFO,
+    CONTEXT,
+    CUDA_GATED,
+    POOL,
+    SPEC,
+    UpstreamWorld,
+)
+
+
+@contextmanager
+def loaded(
+    root: Path, device: torch.device, *, emulated: bool
+) -> Iterator[tuple[UpstreamWorld, Installed]]:
+    """The tree under `root` (the folder holding ``sglang/``) imported, its stand-ins installed."""
+    calls: Counter = Counter()
+    with compiled_modules(calls), tree_imported(root):
+        modules = {
+            n: importlib.import_module(n) for n in (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC)
+        }
+        for name in CUDA_GATED:
+            if hasattr(modules[name], "_is_cuda"):
+                modules[name]._is_cuda = True
+        yield UpstreamWorld(modules, device), install(root, calls, emulated=emulated)
