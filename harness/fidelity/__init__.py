@@ -2,7 +2,9 @@
 
 The table lives in ``upstream_syncs.yaml``; a project line takes part by carrying the comment
 ``# fidelity: <row id>``. ``anchors()`` finds those lines, so the table never holds line numbers
-of the project that could go stale.
+of the project that could go stale. It has a column per declared variant (harness.variants:
+the commit each models), and every row must describe each: a variant the table does not
+describe is refused when the table is read, never left unchecked.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from harness.errors import InputError
+from harness.variants import VARIANTS, variant_names
 
 TABLE = Path(__file__).with_name("upstream_syncs.yaml")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # harness/
@@ -43,17 +48,29 @@ class Row:
 
 @dataclass(frozen=True)
 class Table:
-    commits: dict[str, str]
     rows: list[Row]
     out_of_scope: list[dict[str, str]] = field(default_factory=list)
     # release or tree label -> executed cell -> why upstream's run differs from the model there
     executed_differences: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def commits(self) -> dict[str, str]:
+        """Variant -> the upstream commit its column describes."""
+        return {name: v.commit for name, v in VARIANTS.items()}
 
 
 def load_table(path: Path = TABLE) -> Table:
     data = yaml.safe_load(path.read_text())
     rows = []
     for r in data["rows"]:
+        missing = [v for v in variant_names() if v not in r["upstream"]]
+        if missing:
+            raise InputError(
+                f"row {r['id']} does not describe variant(s) {', '.join(missing)} (each "
+                "declared variant needs its upstream line in every row)",
+                file=str(path),
+                key=f"rows.{r['id']}.upstream.{missing[0]}",
+            )
         reach = r.get("reach")
         rows.append(
             Row(
@@ -65,7 +82,6 @@ def load_table(path: Path = TABLE) -> Table:
             )
         )
     return Table(
-        data["commits"],
         rows,
         data.get("out_of_scope", []),
         data.get("executed_differences") or {},
@@ -79,10 +95,6 @@ def _reach(reach: dict[str, Any]) -> Reach:
         dict(reach["expect"]),
         reach.get("probe"),
     )
-
-
-# the variants the table has a commit of: a column each
-VARIANTS: tuple[str, ...] = tuple(load_table().commits)
 
 
 def anchors(root: Path = PACKAGE_ROOT) -> dict[str, list[tuple[str, int]]]:
@@ -99,15 +111,12 @@ def anchors(root: Path = PACKAGE_ROOT) -> dict[str, list[tuple[str, int]]]:
 
 def render_markdown(table: Table, found: dict[str, list[tuple[str, int]]]) -> str:
     """The table as Markdown: upstream per commit beside the project's current file:line."""
-    c = table.commits
-    head = (
-        f"| id | what | upstream | before ({c['before']}) | after ({c['after']}) | "
-        f"dropped ({c['dropped']}) | project | reached by |"
-    )
-    lines = [head, "|" + " --- |" * 8]
+    columns = [f"{v} ({commit})" for v, commit in table.commits.items()]
+    head = f"| id | what | upstream | {' | '.join(columns)} | project | reached by |"
+    lines = [head, "|" + " --- |" * (len(columns) + 5)]
     for r in table.rows:
         cells = []
-        for v in VARIANTS:
+        for v in table.commits:
             u = r.upstream[v]
             where = f"{u['line']}" if u.get("line") else "-"
             cells.append(f"{where}: {u['effect']}")

@@ -10,13 +10,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.fidelity import VARIANTS, load_table
+from harness.fidelity import load_table
 from harness.upstream.releases import (
     DEFAULT_RELEASES,
     download_release,
     installed_release,
     tree_root,
 )
+from harness.variants import variant_names
 
 # (tree root, label, variant, the table's lines apply)
 Run = tuple[Path, str, str, bool]
@@ -25,9 +26,9 @@ Run = tuple[Path, str, str, bool]
 def _runs(args: argparse.Namespace, stack: ExitStack) -> Iterator[Run]:
     if args.upstream_tree and args.upstream_release:
         raise InputError("--upstream-tree and --upstream-release: give one")
-    if args.compare_to is not None and args.compare_to not in VARIANTS:
+    if args.compare_to is not None and args.compare_to not in variant_names():
         raise InputError(
-            f"--compare-to {args.compare_to}: known variants are {', '.join(VARIANTS)}"
+            f"--compare-to {args.compare_to}: known variants are {', '.join(variant_names())}"
         )
     if args.upstream_tree or args.upstream_release:
         known = {r.version: r.variant for r in DEFAULT_RELEASES}

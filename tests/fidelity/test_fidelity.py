@@ -20,12 +20,13 @@ from functools import cache
 
 import pytest
 
-from harness.fidelity import VARIANTS, anchors, load_table
+from harness.fidelity import anchors, load_table
 from harness.results.tables import COLUMNS, MEASURED_PATHS
 from harness.runner.count_pass import PassRows
 from harness.scenario import LoadedScenario, load_scenario
 from harness.scenario.loader import parse_override
 from harness.serving.section import serving_of
+from harness.variants import variant_names
 
 TABLE = load_table()
 ANCHORS = anchors()
@@ -55,7 +56,7 @@ def test_every_anchor_names_a_row_and_every_reachable_row_has_one() -> None:
             assert len(ANCHORS.get(row.id, [])) == 1, row.id
         else:
             assert row.unreachable, f"{row.id}: neither reached nor said unreachable"
-        for v in VARIANTS:
+        for v in variant_names():
             assert row.upstream[v]["effect"], (row.id, v)
 
 
@@ -189,7 +190,7 @@ def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
     for loaded in runs:
         rows = count_passes(loaded)
         where = (loaded.name, loaded.overrides)
-        assert all(_through(rows, v, anchor) == [] for v in VARIANTS), (row.id, where)
+        assert all(_through(rows, v, anchor) == [] for v in variant_names()), (row.id, where)
 
 
 # ---- expected syncs per measured step --------------------------------------------------------
@@ -201,8 +202,8 @@ def test_unreachable_rows_stay_unreached(row, count_passes) -> None:
 # scheduler, so none.
 READBACK = 1
 EXPECTED = {
-    ("nonspec", "auto"): {v: (0 + READBACK, 1 + READBACK) for v in VARIANTS},
-    ("eagle", "auto"): {v: (1 + READBACK, 3 + READBACK) for v in VARIANTS},
+    ("nonspec", "auto"): {v: (0 + READBACK, 1 + READBACK) for v in variant_names()},
+    ("eagle", "auto"): {v: (1 + READBACK, 3 + READBACK) for v in variant_names()},
     ("specv2_mirror", "auto"): {
         "before": (1 + READBACK, 2 + READBACK),
         "after": (1 + READBACK, 2 + READBACK),
