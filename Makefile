@@ -107,7 +107,8 @@ gpu-check: $(SETUP)
 	exit $$rc
 
 # Do answers survive a rerun? Three invocations of specv2_mirror with --repeats 5, compared
-# pairwise, every run's A/A arm and the half-width of each Δ (docs/results.md#repeats), under
+# pairwise, every run's A/A arm and the half-width of each Δ
+# (docs/scenarios.md#repeats-the-process-is-the-unit-of-replication), under
 # $(GPU_OUT)/repeats_proof. REPEATS_PROOF_SETS sizes the runs (meant to take under 6 minutes on an H200).
 REPEATS_PROOF_SETS ?= --set steps.time=100 --set 'serving.mirror=[auto]'
 repeats-proof: $(SETUP)

@@ -71,7 +71,6 @@ class LifecycleScheduler:
         self.running: list[_Request] = []
         self.waiting: list[tuple[int, int]] = []  # (prompt, output) of arrived requests
         self.finished_total = 0
-        self.swept_total = 0  # requests whose SWA slots a sweep freed
         self._pending: dict[int, _Request] = {}
         assert pool.alloc_req() == PADDING_REQ, "the padding row must be request row 0"
         for _ in range(min(cfg.initial_running, max_running)):
@@ -162,7 +161,6 @@ class LifecycleScheduler:
                 evicted = self.pool.free_swa_out_of_window(
                     req.pool_idx, req.seq_len, req.swa_evicted
                 )
-                self.swept_total += evicted > req.swa_evicted
                 req.swa_evicted = evicted
 
     def _finish(self, req: _Request) -> None:

@@ -150,16 +150,6 @@ def holm_rejects(pvalues: Sequence[float], alpha: float = 1.0 - LEVEL) -> list[b
     return out
 
 
-def process_medians(
-    steps: pd.DataFrame, cell: tuple, metric: str, cell_keys: list[str]
-) -> pd.Series:
-    """A cell's median of one metric in each process, indexed by process."""
-    mask = (steps["metric"] == metric) & (steps[cell_keys] == pd.Series(cell, index=cell_keys)).all(
-        axis=1
-    )
-    return steps.loc[mask].groupby("process")["value_us"].median()
-
-
 def paired_process_difference(a: pd.Series, b: pd.Series) -> tuple[Interval, float]:
     """Per-process median(b) − median(a) (both series indexed by process), over the processes
     both ran in: the mean and its t-interval (N − 1 df)."""

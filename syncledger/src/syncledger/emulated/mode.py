@@ -7,8 +7,8 @@ also names each sync after the outermost torch call the user made (`item`, `geti
 applies CUDA autocast's casts (`syncledger.emulated.autocast`).
 
 The emulated device is the process's, like a GPU: while one is active, threads started in the
-meantime run on it too, the allocation kernels make emulated memory
-(`syncledger.emulated.allocation`), and torch.compile runs its functions eagerly (Dynamo is
+meantime run on it too, the factory kernels make emulated memory
+(`syncledger.emulated.factories`), and torch.compile runs its functions eagerly (Dynamo is
 disabled: a graph cannot hold a sync, so compiled code syncs where its eager code does, at
 graph breaks).
 """
