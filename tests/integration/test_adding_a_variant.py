@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
@@ -75,4 +74,3 @@ def test_the_summary_and_the_gate_show_it(fourth_variant, tmp_path, capsys) -> N
     counted = json.loads((tmp_path / "twin.json").read_text())["counts"]
     assert {c["variant"] for c in counted} == {"before", TWIN}
     assert main(["gate", *args, "--device", "emu"]) == 0
-
