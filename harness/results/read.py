@@ -5,7 +5,8 @@ summarised, compared, plotted or traced as if whole: every file is checked again
 and row count meta.json recorded when it was written, and refused (InputError, exit 2, one line
 naming the file) when it does not match. A meta.json of another result format version is
 refused too (runs written before checksums, format < 3, included: nothing can vouch for their
-tables).
+tables), except the formats UPGRADES lifts to this one as they are read (committed evidence keeps
+opening): their files are checked as written, then given the columns they lack.
 
 Reads files only: no torch, no backend (the report must work on a machine that has the
 results but not the harness's runtime).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,26 @@ NUMERIC = (
     "pid",
     "process",
     "wait_ns",
+    "idle_after_us",
+    "traced",
 )
+
+
+_ADDED_IN_7 = {
+    "latency": {"traced": 0},
+    "waits": {"start_us": float("nan"), "idle_after_us": float("nan"), "traced": 0},
+}
+
+
+def _untraced(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    """Format 6 to 7: no step was traced; a call's start in its step was not kept."""
+    for col, value in _ADDED_IN_7.get(table, {}).items():
+        df[col] = value
+    return df
+
+
+# version -> what lifts a table of that version to the next (table name, its rows)
+UPGRADES: dict[int, Callable[[str, pd.DataFrame], pd.DataFrame]] = {6: _untraced}
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
@@ -65,10 +86,11 @@ def read_meta(folder: Path) -> dict[str, Any]:
 
 
 def check_format_version(version: Any, file: str) -> None:
-    """Only runs of this harness's result format are read: an older one lacks what the
-    readers rely on (checksums before 3, the round column before 4, the case column and the
-    run's world before 5), a newer one may differ."""
-    if version == FORMAT_VERSION:
+    """Only runs of this harness's result format, or of one UPGRADES lifts to it, are read: an
+    older one lacks what the readers rely on (checksums before 3, the round column before 4,
+    the case column and the run's world before 5, the arm and process columns before 6), a
+    newer one may differ."""
+    if version == FORMAT_VERSION or version in UPGRADES:
         return
     if not isinstance(version, int) or isinstance(version, bool):
         why = f"result_format_version is {shown(version)}, not a version number"
@@ -114,6 +136,10 @@ def read_table(folder: Path, table: str, meta: dict[str, Any] | None = None) -> 
         keep_default_na=False,
         na_values={c: [""] for c in NUMERIC},
     )
+    version = meta.get("result_format_version")
+    while version in UPGRADES:
+        df = UPGRADES[version](table, df)
+        version += 1
     missing = [c for c in COLUMNS[table] if c not in df.columns]
     if missing:  # a renamed or dropped column must fail loudly, not plot as empty
         raise InputError(
