@@ -140,6 +140,10 @@ def read_table(folder: Path, table: str, meta: dict[str, Any] | None = None) -> 
     while version in UPGRADES:
         df = UPGRADES[version](table, df)
         version += 1
+        df = df[
+            [c for c in COLUMNS[table] if c in df.columns]
+            + [c for c in df.columns if c not in COLUMNS[table]]
+        ]
     missing = [c for c in COLUMNS[table] if c not in df.columns]
     if missing:  # a renamed or dropped column must fail loudly, not plot as empty
         raise InputError(

@@ -5,6 +5,7 @@ device work."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -71,12 +72,12 @@ class _PlantedTracer:
 
 def test_a_planted_idle_gap_is_attributed_to_the_site_before_it(monkeypatch):
     tracer = _PlantedTracer()
-    monkeypatch.setattr(FakeWorld, "extra_sync", True)  # a second site, after the mirror's
-    monkeypatch.setattr(FakeWorld, "spin", ("before", 3000.0))  # the gap: host work, 3 ms
+    monkeypatch.setattr(FakeWorld, "extra_sync", True)  # a second site, after the eager read
+    monkeypatch.setattr(FakeWorld, "spin", ("dropped", 20000.0))  # the gap: host work, 20 ms
     monkeypatch.setattr(FakeWorld, "after_spin", tracer.kernel)
     sets = [
-        "serving.variants=[before]",
-        "serving.batch_sizes=[4]",
+        "serving.variants=[dropped]",  # one cell: no A/A twin (dropped is not the reference)
+        "serving.batch_sizes=[32]",  # eager: a device read in step/metadata/eager first
         "steps={warmup: 0, time_emu: 2, trace: 2, round_steps: 2}",
     ]
     sc = load_scenario("nonspec", sets).scenario
@@ -88,19 +89,17 @@ def test_a_planted_idle_gap_is_attributed_to_the_site_before_it(monkeypatch):
     waits = [dict(zip(COLUMNS["waits"], r)) for r in rows.waits]
     traced = [w for w in waits if w["traced"] == 1]
     assert traced and all(w["idle_after_us"] is None for w in waits if w["traced"] == 0)
-    planted = [
-        w for w in traced if "runner_fakes" in w["site"] and w["region"].endswith("out_graph")
-    ]
-    mirror = [w for w in traced if w["region"].endswith("mirror")]
-    assert len(planted) == len(mirror) == 4  # 2 traced steps of each of the two cells
-    # the gap follows the planted sync (the last before it), not the mirror's
-    assert all(w["idle_after_us"] >= 3000 for w in planted)
-    assert all(w["idle_after_us"] < 3000 for w in mirror)
+    planted = [w for w in traced if "PLANTED" in _line_of(w["site"])]
+    eager = [w for w in traced if "PLANTED" not in _line_of(w["site"])]
+    assert len(planted) == len(eager) == 2  # the 2 traced steps, each with both sites
+    # the gap follows the planted sync (the last before it), not the eager read before that
+    assert all(w["idle_after_us"] >= 20000 for w in planted)
+    assert all(w["idle_after_us"] < 20000 for w in eager)
     lat = [dict(zip(COLUMNS["latency"], r)) for r in rows.latency]
     busy = [r["value"] for r in lat if r["traced"] == 1 and r["metric"] == "busy"]
-    assert busy == [pytest.approx(50.0)] * 4  # the one planted kernel of each traced step
+    assert busy == [pytest.approx(50.0)] * 2  # the one planted kernel of each traced step
     assert sum(r["traced"] == 0 and r["metric"] == "host" and r["region"] == "iteration"
-               for r in lat) == 4  # fmt: skip
+               for r in lat) == 2  # fmt: skip
 
 
 def test_a_tracer_that_fails_drops_its_rounds_and_says_why():
@@ -116,3 +115,8 @@ def test_a_tracer_that_fails_drops_its_rounds_and_says_why():
         )
     assert "failed" in rows.notes["device_trace"] and "no CUPTI here" in rows.notes["device_trace"]
     assert not [r for r in rows.latency if r[COLUMNS["latency"].index("traced")]]
+
+
+def _line_of(site: str) -> str:
+    path, line = site.rsplit(":", 1)
+    return Path(path).read_text().splitlines()[int(line) - 1]
