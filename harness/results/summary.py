@@ -120,6 +120,8 @@ def reference_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
 
 
 def _part(value: float, lo: float, hi: float) -> str:
+    if value != value:
+        return "n/a"
     text = f"{value:.1f}"
     return text + (f" [{lo:.1f}, {hi:.1f}]" if lo == lo else "")
 
@@ -175,8 +177,14 @@ def trace_section(run: RunData) -> list[str]:
     if run.traced_latency.empty:
         return lines
     steps, traced = step_times(run.latency), step_times(run.traced_latency)
+    p50 = traced.groupby("metric")["value_us"].median()
+    if {"busy", "span", "device"} <= set(p50.index):  # the tracer's span against the events'
+        lines.append(
+            f"  traced steps, p50: device busy {p50['busy']:.0f} µs of a span of "
+            f"{p50['span']:.0f} µs (CUDA events: device time {p50['device']:.0f} µs)"
+        )
     metric = headline_metric(steps)
-    lines[0] += f"; what tracing cost a step ({metric}, traced − untraced steps of a cell):"
+    lines.append(f"  what tracing cost a step ({metric}, traced − untraced steps of a cell):")
     for cell, g in traced[traced["metric"] == metric].groupby(CELL, sort=False):
         mine = steps[
             (steps["metric"] == metric) & (steps[CELL] == pd.Series(cell, index=CELL)).all(axis=1)
@@ -184,7 +192,7 @@ def trace_section(run: RunData) -> list[str]:
         a = mine.groupby("process")["value_us"].median()
         b = g.groupby("process")["value_us"].median()
         ci, _p = paired_process_difference(a, b)
-        lines.append(f"  {cell_name(cell, set())}: {interval_text(ci)} µs")
+        lines.append(f"    {cell_name(cell, set())}: {interval_text(ci)} µs")
     return lines
 
 
