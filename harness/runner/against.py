@@ -69,7 +69,9 @@ def tree_of(ref: str, scratch: Path) -> Iterator[Tree]:
             raise InputError(
                 "not a tree of this harness (no harness/__main__.py)", file=ref, key="--against"
             )
-        yield Tree(path.resolve(), ref, _git(path, "rev-parse", "HEAD"))
+        # a copy inside another checkout must not take that checkout's commit for its own
+        own = _git(path, "rev-parse", "--show-toplevel") == str(path.resolve())
+        yield Tree(path.resolve(), ref, _git(path, "rev-parse", "HEAD") if own else None)
         return
     sha = _git(REPO_ROOT, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if sha is None:
@@ -203,6 +205,8 @@ def side_meta(base: dict[str, Any], run_id: str, tree: Tree, sides: Sides, **ext
         tree={"root": str(tree.root), "ref": tree.ref, "commit": tree.commit},
         **extra,
     )
+    if meta.get("git_commit") != tree.commit:  # the worker's git may have seen a checkout around it
+        meta.update(git_commit=tree.commit, git_dirty=None)
     return meta
 
 
