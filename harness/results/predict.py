@@ -118,8 +118,8 @@ def prediction_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
         waits, latency, value = run.traced_waits, run.traced_latency, "cost"
         how = "each call costs min(host wait, device idle after it), from the traced steps"
     else:
-        why = run.meta.get("device_trace") or "no traced steps"
-        return [f"\nΔ the sync costs predict: device idle {why}, nothing to predict from"]
+        why = run.meta.get("device_trace") or "not measured (no traced steps in this run)"
+        return [f"\nΔ the sync costs predict: none, device idle {why}"]
     per = _cost_per_step(waits, latency, value)
     cost_steps = steps_per_process(latency)
     metric = headline_metric(steps)
