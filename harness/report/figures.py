@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 NEEDS: dict[str, tuple[Callable[[RunData], bool], str]] = {
     "count": (lambda r: not r.counts.empty, "no count pass in this run"),
     "time": (lambda r: not step_times(r.latency).empty, "no time pass in this run"),
+    "trace": (
+        lambda r: not r.traced_latency.empty,
+        "no traced steps in this run: device time not measured",
+    ),
 }
 
 

@@ -6,7 +6,9 @@ spread between processes and the drift of the machine, which no number of steps 
 process measures. So a Δ of step time gets an interval only when both runs have several worker
 processes (`--repeats N`): Welch's t-interval over both runs' per-process medians (unpaired:
 the processes of two runs do not pair), with the cells' verdicts corrected for how many are
-compared (Holm). Two runs of one process each get the Δ and no interval.
+compared (Holm). Two runs of one process each get the Δ and no interval. The two sides of one
+`bench --against` run are different: their processes ran in interleaved pairs, so they pair
+(the t-interval over per-pair differences of medians), and the machine's drift cancels.
 
 Cells match by (scenario, case, variant, mirror, batch size, rank, arm) and rows further by
 (step kind, forward mode, path, region); what one run lacks is shown as missing, never as 0.
@@ -33,7 +35,12 @@ from harness.results.deltas import (
 )
 from harness.results.load import RunData, load_run
 from harness.results.rates import CELL, syncs_per_kind_step
-from harness.results.replicas import MIN_PROCESSES, holm_rejects, welch_interval
+from harness.results.replicas import (
+    MIN_PROCESSES,
+    holm_rejects,
+    paired_process_difference,
+    welch_interval,
+)
 from harness.results.samples import headline_metric, processes, step_times
 from harness.results.stats import Interval
 
@@ -114,6 +121,7 @@ class TimeDeltas:
     rates: tuple[dict[tuple, CellRates], dict[tuple, CellRates]]
     intervals: dict[tuple, Interval]  # timed cells of both runs
     differs: dict[tuple, bool]  # empty without an interval (a run of one process)
+    paired: bool = False  # the two sides of one `bench --against` run: paired by pair
 
     @property
     def spread(self) -> bool:
@@ -127,13 +135,25 @@ def time_deltas(a: RunData, b: RunData) -> TimeDeltas:
     metric = headline_metric(pd.concat([steps_a, steps_b]))
     ra, rb = cell_rates(a.counts, steps_a, metric), cell_rates(b.counts, steps_b, metric)
     timed = [c for c in ra if c in rb and not (ra[c].times.empty or rb[c].times.empty)]
-    tests = {c: welch_interval(ra[c].medians.to_numpy(), rb[c].medians.to_numpy()) for c in timed}
+    paired = interleaved(a.meta, b.meta)
+    if paired:
+        tests = {c: paired_process_difference(ra[c].medians, rb[c].medians) for c in timed}
+    else:
+        tests = {
+            c: welch_interval(ra[c].medians.to_numpy(), rb[c].medians.to_numpy()) for c in timed
+        }
     n = (processes(steps_a), processes(steps_b))
     differs = {}
     if min(n) >= MIN_PROCESSES:
         differs = dict(zip(timed, holm_rejects([tests[c][1] for c in timed])))
     intervals = {c: t[0] for c, t in tests.items()}
-    return TimeDeltas(metric, n, (ra, rb), intervals, differs)
+    return TimeDeltas(metric, n, (ra, rb), intervals, differs, paired)
+
+
+def interleaved(a: dict, b: dict) -> bool:
+    """Whether two runs are the two sides of one `bench --against` run."""
+    run = a.get("against_run")
+    return bool(run) and run == b.get("against_run") and a.get("side") != b.get("side")
 
 
 def cell_lines(a: RunData, b: RunData) -> list[str]:
@@ -142,7 +162,14 @@ def cell_lines(a: RunData, b: RunData) -> list[str]:
     ra, rb = d.rates
     mirrors = {c[CELL.index("mirror")] for c in (*ra, *rb)}
     na, nb = d.processes
-    if d.spread:
+    if d.spread and d.paired:
+        head = (
+            f"(Δ = B − A; {d.metric} time per step, the mean of per-pair differences of "
+            f"medians; 95% CI over the {na} interleaved pairs of one --against run, paired: the "
+            "machine's drift cancels; a verdict of difference is corrected for the "
+            f"{len(d.intervals)} cells compared, Holm)"
+        )
+    elif d.spread:
         head = (
             f"(Δ = B − A; {d.metric} time per step, the mean of per-process medians; 95% CI "
             f"between processes of both runs, Welch, unpaired: A {na}, B {nb} processes; the "

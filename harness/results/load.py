@@ -41,6 +41,9 @@ RUNS_ROOT = DEFAULT_ROOT
 CELL_KEYS = list(_CELL_KEYS)
 ROW_KEYS = list(_ROW_KEYS)
 _TO_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+# Every frame of a RunData: the tables, then the traced steps' rows split off two of them.
+TRACED = {"traced_latency": "latency", "traced_waits": "waits"}
+FRAMES = (*COLUMNS, *TRACED)
 
 
 @dataclass
@@ -56,6 +59,9 @@ class RunData:
     findings: pd.DataFrame
     waits: pd.DataFrame
     stacks: dict = field(default_factory=dict)
+    # the steps of the time pass's traced rounds (device tracer on), apart from the others
+    traced_latency: pd.DataFrame = field(default_factory=pd.DataFrame)
+    traced_waits: pd.DataFrame = field(default_factory=pd.DataFrame)
     title: str = ""  # set for several runs shown together
 
     @property
@@ -90,9 +96,11 @@ def rows_of(run: RunData, world: str) -> RunData:
     """The run's rows of one world's scenarios (all of a run of that world; none of a run of
     another; of runs shown together, those of that world's runs)."""
     scenarios = [s for s, w in run.worlds.items() if w == world]
-    return dataclasses.replace(
-        run, **{t: getattr(run, t)[getattr(run, t)["scenario"].isin(scenarios)] for t in COLUMNS}
-    )
+
+    def ours(df: pd.DataFrame) -> pd.DataFrame:
+        return df[df["scenario"].isin(scenarios)] if "scenario" in df else df
+
+    return dataclasses.replace(run, **{t: ours(getattr(run, t)) for t in FRAMES})
 
 
 def find_runs(root: Path = RUNS_ROOT) -> list[Path]:
@@ -137,6 +145,10 @@ def load_run(run: str | Path | None = None, root: Path = RUNS_ROOT) -> RunData:
         bad = sorted(set(lat["unit"][scale.isna()].astype(str)))
         raise InputError(f"unknown unit(s) {bad}", file=str(folder / "latency.csv"), key="unit")
     lat["value_us"] = lat["value"] * scale
+    for split, table in TRACED.items():  # traced steps never mix with the others
+        df = frames[table]
+        traced = df["traced"] == 1
+        frames[split], frames[table] = df[traced], df[~traced]
     stacks = read_json_file(folder, "stacks.json", meta)
     return RunData(path=folder, meta=meta, stacks=stacks, **frames)
 
@@ -162,7 +174,7 @@ def combine_runs(runs: list[RunData]) -> RunData:
         "worlds": {s: w for r in runs for s, w in r.worlds.items()},
     }
     frames = {
-        name: pd.concat([getattr(r, name) for r in runs], ignore_index=True) for name in COLUMNS
+        name: pd.concat([getattr(r, name) for r in runs], ignore_index=True) for name in FRAMES
     }
     stacks = {k: v for r in runs for k, v in r.stacks.items()}
     title = " + ".join(f"{r.path.parent.name}/{r.path.name}" for r in runs)

@@ -38,6 +38,8 @@ NUMERIC = (
     "pid",
     "process",
     "wait_ns",
+    "idle_after_us",
+    "traced",
 )
 
 

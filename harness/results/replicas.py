@@ -68,6 +68,15 @@ def _betai(a: float, b: float, x: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
+def beta_quantile(p: float, a: float, b: float) -> float:
+    """The p quantile of the Beta(a, b) distribution (bisection on I_x(a, b))."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _betai(a, b, mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
 def t_sf2(t: float, df: float) -> float:
     """Two-sided tail probability P(|T| ≥ |t|) of Student's t with df degrees of freedom."""
     return _betai(df / 2.0, 0.5, df / (df + t * t))

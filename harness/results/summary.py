@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results.deltas import against_reference, signed
+from harness.results.deltas import against_reference, cell_name, signed
 from harness.results.load import RunData, load_run
 from harness.results.rates import CELL, KIND_ORDER, steps_per_kind, syncs_per_kind_step
-from harness.results.replicas import MIN_PROCESSES
-from harness.results.samples import dispersion, processes, step_times
+from harness.results.replicas import MIN_PROCESSES, paired_process_difference
+from harness.results.samples import dispersion, headline_metric, processes, step_times
 from harness.results.stats import Interval
 from harness.results.vocabulary import Vocabulary, results_part
 from harness.results.waits import site_costs
@@ -119,9 +119,17 @@ def reference_section(run: RunData, vocabulary: Vocabulary) -> list[str]:
     return [f"\nEach variant against {vocabulary.reference}:", *lines] if lines else []
 
 
+def _part(value: float, lo: float, hi: float) -> str:
+    if value != value:
+        return "n/a"
+    text = f"{value:.1f}"
+    return text + (f" [{lo:.1f}, {hi:.1f}]" if lo == lo else "")
+
+
 def waits_section(run: RunData, top: int = 8) -> list[str]:
-    """The sync sites of each cell ranked by µs per step the host waited there (time pass)."""
-    costs = site_costs(run.waits, run.latency)
+    """The sync sites of each cell ranked by µs per step the host waited there (time pass);
+    with traced steps, the device idle after each site's calls and what they cost the step."""
+    costs = site_costs(run.waits, run.latency, run.traced_waits, run.traced_latency)
     if costs.empty:
         return []
     several = int(costs["processes"].max()) > 1
@@ -130,7 +138,16 @@ def waits_section(run: RunData, top: int = 8) -> list[str]:
     )
     if run.is_emulated:
         how += "; emulated device: the op's own host time, no device to wait for"
-    lines = [f"\nWhat each sync site costs: µs per measured step the host waited in it ({how}):"]
+    traced = costs["idle_per_step"].notna().any()
+    what = "the host waited in it"
+    if traced:
+        what += (
+            ", the device idle after it (until the next sync) and the cost to the step: per "
+            "call min(wait, idle after), from the traced steps"
+        )
+    elif not run.is_emulated:
+        what += f"; device idle {run.meta.get('device_trace') or 'not measured'}"
+    lines = [f"\nWhat each sync site costs: µs per measured step {what} ({how}):"]
     index = [k for k in _index(costs) if k != "scenario"] + ["batch_size"]
     for key, g in costs.groupby(index, sort=False):
         named = zip(index, key if isinstance(key, tuple) else (key,))
@@ -138,13 +155,62 @@ def waits_section(run: RunData, top: int = 8) -> list[str]:
             "  " + " ".join(f"bs={v}" if k == "batch_size" else str(v) for k, v in named if v != "")
         )
         for r in g.head(top).itertuples(index=False):
-            cost = f"{r.us_per_step:.1f}"
-            if r.us_lo == r.us_lo:
-                cost += f" [{r.us_lo:.1f}, {r.us_hi:.1f}]"
-            lines.append(
-                f"    {cost} µs per step at {r.site} ({r.kind}, {r.calls_per_step:.2f} calls per step)"
+            line = (
+                f"    {_part(r.us_per_step, r.us_lo, r.us_hi)} µs per step at {r.site} "
+                f"({r.kind}, {r.calls_per_step:.2f} calls per step)"
             )
+            if r.idle_per_step == r.idle_per_step:
+                line += (
+                    f"; idle after {_part(r.idle_per_step, r.idle_lo, r.idle_hi)}, "
+                    f"cost {_part(r.cost_per_step, r.cost_lo, r.cost_hi)}"
+                )
+            lines.append(line)
     return lines
+
+
+def trace_section(run: RunData) -> list[str]:
+    """What the device tracer was, and what it cost the traced steps (paired by process)."""
+    status = run.meta.get("device_trace")
+    if status is None or run.is_emulated:
+        return []
+    lines = [f"\nDevice trace: {status}"]
+    if run.traced_latency.empty:
+        return lines
+    steps, traced = step_times(run.latency), step_times(run.traced_latency)
+    p50 = traced.groupby("metric")["value_us"].median()
+    if {"busy", "span", "device"} <= set(p50.index):  # the tracer's span against the events'
+        lines.append(
+            f"  traced steps, p50: device busy {p50['busy']:.0f} µs of a span of "
+            f"{p50['span']:.0f} µs (CUDA events: device time {p50['device']:.0f} µs)"
+        )
+    metric = headline_metric(steps)
+    lines.append(f"  what tracing cost a step ({metric}, traced − untraced steps of a cell):")
+    for cell, g in traced[traced["metric"] == metric].groupby(CELL, sort=False):
+        mine = steps[
+            (steps["metric"] == metric) & (steps[CELL] == pd.Series(cell, index=CELL)).all(axis=1)
+        ]
+        a = mine.groupby("process")["value_us"].median()
+        b = g.groupby("process")["value_us"].median()
+        ci, _p = paired_process_difference(a, b)
+        lines.append(f"    {cell_name(cell, set())}: {interval_text(ci)} µs")
+    return lines
+
+
+def repeats_section(run: RunData) -> list[str]:
+    """Why `--repeats auto` stopped where it did."""
+    rep = run.meta.get("repeats")
+    if not rep:
+        return []
+    why = {
+        "reached": "every named Δ reached the target",
+        "budget": "the time budget ran out before the target was reached",
+        "most": "the most processes ran before the target was reached",
+    }[rep["stopped"]]
+    widths = ", ".join(f"{k} ±{v:.1f}" for k, v in rep["half_widths_us"].items()) or "none yet"
+    return [
+        f"\nRepeats: auto, {rep['processes']} processes: {why} (half-width ≤ "
+        f"{rep['target_us']:g} µs, budget {rep['budget_s']:g} s); half-widths, µs: {widths}"
+    ]
 
 
 def failed_section(run: RunData) -> list[str]:

@@ -21,7 +21,10 @@ from typing import Any
 #    names the run's world); syncs.csv has each event's thread, pid and detector
 # 6: an arm column (the A/A arm: a second, independently built reference cell) and a process
 #    column in every table (the worker process of `--repeats N` that made the row); waits.csv
-FORMAT_VERSION = 6
+# 7: a traced column in latency.csv and waits.csv (1: a step of the time pass's traced rounds,
+#    device tracer on); waits.csv has each call's start_us and, traced, its idle_after_us.
+#    Runs of format 6 are upgraded when read (harness.results.read): nothing was traced.
+FORMAT_VERSION = 7
 RESULT_FORMAT = "dsv4-harness-run"  # meta.json's result_format: what kind of folder it is
 
 # rank: the torch.distributed rank that ran the row (0 in single-rank scenarios)
@@ -53,7 +56,8 @@ PASS_COLUMNS: dict[str, tuple[str, ...]] = {
     # one row per raw sample: metric host | device | e2e; device: cuda | emu
     # start_us: where the sample began, in µs after the start of its step (0 for whole steps)
     # round: the time pass's round of interleaved cells the step ran in (empty: set-up, warm-up)
-    "latency": (*ROW_KEYS, "device", "metric", "value", "unit", "start_us", "round"),
+    # traced: 1 for a step of a traced round (device tracer on: metrics busy and span too)
+    "latency": (*ROW_KEYS, "device", "metric", "value", "unit", "start_us", "round", "traced"),
     # one row per (cell, pass): ok, or the failure and where it was raised
     "outcomes": (
         *CELL_KEYS,
@@ -70,8 +74,10 @@ PASS_COLUMNS: dict[str, tuple[str, ...]] = {
     # one row per finding (e.g. stale_mirror: host values used that differ from the device's)
     "findings": (*CELL_KEYS, "pass", "step", "forward_mode", "path", "kind", "detail"),
     # one row per synchronizing call of a measured step in the time pass: the host's wait
-    # inside the call, ns (ledger off; only sync sites pay for the clock)
-    "waits": (*ROW_KEYS, "site", "kind", "wait_ns"),
+    # inside the call, ns (ledger off; only sync sites pay for the clock); start_us: when the
+    # call began, µs after the start of its step; idle_after_us (traced steps only): the device
+    # idle from the call until the step's next synchronizing call or the end of its device work
+    "waits": (*ROW_KEYS, "site", "kind", "wait_ns", "start_us", "idle_after_us", "traced"),
 }
 COLUMNS = {name: (*cols, "process") for name, cols in PASS_COLUMNS.items()}
 

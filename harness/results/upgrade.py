@@ -72,16 +72,16 @@ def written_tables(meta: Meta) -> set[str]:
 
 
 def upgrade_table(name: str, df: pd.DataFrame, meta: Meta) -> pd.DataFrame:
-    """Table `name` as read from a run of meta's original version, in this format's columns."""
-    for v in range(meta.get("upgraded_from", FORMAT_VERSION), FORMAT_VERSION):
-        df = STEPS[v].table(name, df, meta)
-    return df
-
-
-def _insert(df: pd.DataFrame, column: str, after: str, value: Any) -> pd.DataFrame:
+    """Table `name` as read from a run of meta's original version, in this format's columns
+    (in their order)."""
+    first = meta.get("upgraded_from", FORMAT_VERSION)
+    if first == FORMAT_VERSION:
+        return df
     df = df.copy()
-    df.insert(df.columns.get_loc(after) + 1, column, value)
-    return df
+    for v in range(first, FORMAT_VERSION):
+        df = STEPS[v].table(name, df, meta)
+    ours = [c for c in COLUMNS[name] if c in df.columns]
+    return df[ours + [c for c in df.columns if c not in COLUMNS[name]]]
 
 
 @step(4)
@@ -102,7 +102,7 @@ class _CaseColumn:
 
     @staticmethod
     def table(name: str, df: pd.DataFrame, meta: Meta) -> pd.DataFrame:
-        df = _insert(df, "case", "scenario", "")
+        df["case"] = ""
         if meta["world"] == "dp":
             parts = df["scenario"].astype(str).str.split("/", n=1)
             df["case"] = parts.str[1].fillna("")
@@ -127,6 +127,29 @@ class _ArmAndProcess:
 
     @staticmethod
     def table(name: str, df: pd.DataFrame, meta: Meta) -> pd.DataFrame:
-        df = _insert(df, "arm", "rank", "")
+        df["arm"] = ""
         df["process"] = 0
+        return df
+
+
+# what format 7 added: no step was traced, a call's start in its step was not kept
+_ADDED_IN_7 = {
+    "latency": {"traced": 0},
+    "waits": {"start_us": float("nan"), "idle_after_us": float("nan"), "traced": 0},
+}
+
+
+@step(6)
+class _Traced:
+    """7: a traced column in latency.csv and waits.csv (the time pass's traced rounds), and
+    each wait's start and the device idle after it in waits.csv."""
+
+    @staticmethod
+    def meta(meta: Meta) -> Meta:
+        return meta
+
+    @staticmethod
+    def table(name: str, df: pd.DataFrame, meta: Meta) -> pd.DataFrame:
+        for column, value in _ADDED_IN_7.get(name, {}).items():
+            df[column] = value
         return df

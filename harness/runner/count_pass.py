@@ -46,16 +46,18 @@ class PassRows:
     findings: list[tuple] = field(default_factory=list)
     waits: list[tuple] = field(default_factory=list)
     stacks: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # for meta.json (e.g. device_trace)
 
     def extend(self, other: PassRows) -> None:
         for name in TABLES:
             getattr(self, name).extend(getattr(other, name))
         self.stacks.update(other.stacks)
+        self.notes.update(other.notes)
 
     def with_process(self, process: int) -> PassRows:
         """The rows with their last column, `process`, appended (the passes leave it off: the
         process that made a row is known to whoever gathers the rows)."""
-        out = PassRows(stacks=dict(self.stacks))
+        out = PassRows(stacks=dict(self.stacks), notes=dict(self.notes))
         for name in TABLES:
             getattr(out, name).extend((*r, process) for r in getattr(self, name))
         return out

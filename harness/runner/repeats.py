@@ -34,6 +34,7 @@ class ProcessJob:
     passes: tuple[str, ...]  # "count" and / or "time", in that order
     builder: WorldBuilder
     show_progress: bool | None = None
+    aa_every: bool = False  # an A/A twin of every cell, not of the reference's only
 
 
 class WorkerDied(CheckFailed):
@@ -47,7 +48,9 @@ def pass_rows(job: ProcessJob, dh: DeviceHandle) -> PassRows:
     if "count" in job.passes:
         rows.extend(run_count_pass(sc, dh.device, job.builder, job.show_progress))
     if "time" in job.passes:
-        rows.extend(run_time_pass(sc, dh.device, dh.kind, job.builder, job.show_progress))
+        rows.extend(
+            run_time_pass(sc, dh.device, dh.kind, job.builder, job.show_progress, job.aa_every)
+        )
     return rows
 
 

@@ -16,6 +16,12 @@ Per measured scheduler step:
   (metric "e2e"; a sync's pipeline bubble shows here, with the stand-in forward keeping the GPU
   busy).
 On the emulated device only host times exist; their rows say device "emu".
+Traced rounds (`steps.trace` steps per cell, where a device tracer exists: CUDA with
+cupti-python; harness.runner.device_trace) are spread evenly among the others: the tracer
+records the device's work, and each synchronizing call gets the device idle that follows it
+(harness.results.idle); each traced step also gets metrics "busy" (device busy) and "span"
+(from its start to the end of its device work). Their rows say traced 1 and are kept apart from
+the others: tracing costs host time at every launch.
 An A/A arm: every cell of the world's reference variant (its vocabulary) gets a second,
 independently built cell (column arm "aa") that runs the same steps interleaved with the
 others; its Δ against the first is the run's measured noise floor.
@@ -26,10 +32,11 @@ measured ones and outside any round.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +44,12 @@ from typing import Any
 import torch
 
 from harness import registry
+from harness.results.idle import step_timeline
 from harness.results.tables import AA_ARM, NO_TAG
 from harness.results.vocabulary import ResultsPart
 from harness.runner.cells import Cell, World, WorldBuilder, build_scenario_world, cells
 from harness.runner.count_pass import SETUP_STEP, PassRows
+from harness.runner.device_trace import DeviceTracer, open_tracer
 from harness.runner.progress import Progress
 from harness.runner.rows import (
     effective_mirror,
@@ -69,7 +78,8 @@ class _StepClock:
             self.ev1 = torch.cuda.Event(enable_timing=True)
 
     def run(self, world: World) -> tuple[int, dict[str, float], list[WaitSample]]:
-        """Run `world.step()`; returns its host start (ns), its metrics in µs and its waits."""
+        """Run `world.step()`; returns its host start (ns), its metrics in µs and its waits
+        (the device's work is done when it returns)."""
         del self.waits.samples[:]
         t0 = time.perf_counter_ns()
         if self.on_cuda:
@@ -94,6 +104,7 @@ class _TimedCell:
     sc: Scenario
     cell: Cell
     device_kind: str
+    traced_steps: int = 0  # steps of the traced rounds
     rows: PassRows = field(default_factory=PassRows)
     world: Any = None
     done: int = 0  # steps run, warm-up included
@@ -106,13 +117,19 @@ class _TimedCell:
 
     @property
     def total(self) -> int:
-        return self.sc.steps.warmup + self.sc.steps.time_steps(self.device_kind)
+        return self.sc.steps.warmup + self.sc.steps.time_steps(self.device_kind) + self.traced_steps
 
     def sample(
-        self, where: tuple, metric: str, us: float, start_us: float = 0.0, round_: int | None = None
+        self,
+        where: tuple,
+        metric: str,
+        us: float,
+        start_us: float = 0.0,
+        round_: int | None = None,
+        traced: int = 0,
     ) -> None:
         """One latency row; `where` is (step, forward_mode, path, region)."""
-        row = (*self.key, *where, self.device_kind, metric, us, "us", start_us, round_)
+        row = (*self.key, *where, self.device_kind, metric, us, "us", start_us, round_, traced)
         self.rows.latency.append(row)
 
     def set_up(self, builder: WorldBuilder, device: torch.device, progress: Progress) -> None:
@@ -132,35 +149,63 @@ class _TimedCell:
                 self._advance(progress)
 
     def run_round(
-        self, n: int, round_: int, clock: _StepClock, timer: RegionTimer, progress: Progress
+        self,
+        n: int,
+        round_: int,
+        clock: _StepClock,
+        timer: RegionTimer,
+        progress: Progress,
+        trace: _TracedRound | None = None,
     ) -> None:
-        """The cell's next n measured steps, each sample marked with the round."""
+        """The cell's next n measured steps, each sample marked with the round; in a traced
+        round (`trace`) their rows wait for the round's device records."""
         with self._running(progress):
             for _ in range(n):
                 step = self.done
                 set_step(step)
                 del timer.samples[:]
+                offset = trace.tracer.offset_ns() if trace is not None else 0
                 t0, metrics, waits = clock.run(self.world)
-                self._keep_step(step, t0, metrics, timer.samples, round_)
-                self._keep_waits(step, waits, timer.samples)
+                end = time.perf_counter_ns()
+                regions = list(timer.samples)
+                if trace is None:
+                    self._keep_step(step, t0, metrics, regions, round_)
+                    self._keep_waits(step, t0, waits, regions)
+                else:
+                    trace.pending.append(
+                        _TracedStep(self, step, t0, end, offset, metrics, waits, regions)
+                    )
                 self._advance(progress)
 
-    def _keep_step(self, step: int, t0: int, metrics: dict, samples: list, round_: int) -> None:
+    def _keep_step(
+        self, step: int, t0: int, metrics: dict, samples: list, round_: int, traced: int = 0
+    ) -> None:
         """One row per region exit of the step, then the whole iteration's metrics."""
         path = step_path(tag_value(tags, "path") for _r, _s, tags, _a, _b in samples)
         for region, _step, tags, a, b in samples:
             where = (step, tag_value(tags, "forward_mode"), tag_value(tags, "path") or path, region)
             # start_us: where the region began inside its step
-            self.sample(where, "host", (b - a) / 1e3, (a - t0) / 1e3, round_)
+            self.sample(where, "host", (b - a) / 1e3, (a - t0) / 1e3, round_, traced)
         for metric, us in metrics.items():
-            self.sample((step, NO_TAG, path, ITERATION_REGION), metric, us, 0.0, round_)
+            self.sample((step, NO_TAG, path, ITERATION_REGION), metric, us, 0.0, round_, traced)
 
-    def _keep_waits(self, step: int, waits: list[WaitSample], samples: list) -> None:
-        """One row per synchronizing call of the step: its site, kind and the host's wait."""
+    def _keep_waits(
+        self,
+        step: int,
+        t0: int,
+        waits: list[WaitSample],
+        samples: list,
+        idle_after_ns: tuple[int, ...] | None = None,
+    ) -> None:
+        """One row per synchronizing call of the step: its site, kind, the host's wait, where
+        it began in the step, and (traced) the device idle after it."""
         path = step_path(tag_value(tags, "path") for _r, _s, tags, _a, _b in samples)
-        for w in waits:
+        traced = int(idle_after_ns is not None)
+        for i, w in enumerate(waits):
             where = (step, tag_value(w.tags, "forward_mode"), tag_value(w.tags, "path") or path)
-            self.rows.waits.append((*self.key, *where, w.region, w.site, w.kind, w.wait_ns))
+            idle = idle_after_ns[i] / 1e3 if idle_after_ns is not None else None
+            call = (w.region, w.site, w.kind, w.wait_ns, (w.start_ns - t0) / 1e3, idle, traced)
+            self.rows.waits.append((*self.key, *where, *call))
 
     def _advance(self, progress: Progress) -> None:
         self.done += 1
@@ -198,13 +243,89 @@ def _round_sizes(n_steps: int, per_round: int) -> list[int]:
     return [per_round] * full + ([rest] if rest else [])
 
 
-def timed_cells(sc: Scenario) -> list[Cell]:
-    """The scenario's cells, then the A/A arm: a second cell of each reference-variant cell."""
+def round_plan(steps: int, traced: int, per_round: int) -> list[tuple[int, bool]]:
+    """The pass's rounds: (steps per cell, whether traced), the traced rounds spread evenly
+    among the others so that drift hits both alike."""
+    clean, trace = _round_sizes(steps, per_round), _round_sizes(traced, per_round)
+    total = len(clean) + len(trace)
+    at = {int((j + 0.5) * total / len(trace)) for j in range(len(trace))}
+    left, right = iter(clean), iter(trace)
+    return [(next(right), True) if r in at else (next(left), False) for r in range(total)]
+
+
+@dataclass
+class _TracedStep:
+    """A step of a traced round, waiting for the round's device records."""
+
+    cell: _TimedCell
+    step: int
+    t0: int  # perf_counter_ns at its start
+    end: int  # perf_counter_ns once its device work was done
+    offset: int  # the tracer's clock minus perf_counter_ns, at its start
+    metrics: dict[str, float]
+    waits: list[WaitSample]
+    regions: list
+
+
+@dataclass
+class _TracedRound:
+    tracer: DeviceTracer
+    pending: list[_TracedStep] = field(default_factory=list)
+
+    def finish(self, round_: int) -> None:
+        """Stop the tracer; each step's rows, its calls placed on the device's timeline."""
+        records = sorted(self.tracer.stop())
+        starts = [r[0] for r in records]
+        for ts in self.pending:
+            lo, hi = ts.t0 + ts.offset, ts.end + ts.offset
+            began = records[: bisect.bisect_left(starts, hi)]
+            work = [(a - ts.offset, b - ts.offset) for a, b in began if b > lo]
+            tl = step_timeline(ts.t0, work, [(w.start_ns, w.wait_ns) for w in ts.waits])
+            metrics = {**ts.metrics, "busy": tl.busy_ns / 1e3, "span": tl.span_ns / 1e3}
+            ts.cell._keep_step(ts.step, ts.t0, metrics, ts.regions, round_, traced=1)
+            ts.cell._keep_waits(ts.step, ts.t0, ts.waits, ts.regions, tl.idle_after_ns)
+
+
+@dataclass
+class _Tracing:
+    """The pass's device tracer, and what to say of it in meta.json. A tracer that fails is
+    dropped with the reason (the traced rounds then run no steps); the pass goes on."""
+
+    tracer: DeviceTracer | None
+    status: str
+
+    def start(self) -> _TracedRound | None:
+        if self.tracer is None:
+            return None
+        try:
+            self.tracer.start()
+        except Exception as exc:
+            self._failed(exc)
+            return None
+        return _TracedRound(self.tracer)
+
+    def finish(self, trace: _TracedRound, round_: int) -> None:
+        try:
+            trace.finish(round_)
+        except Exception as exc:  # the round's steps are lost: traced, but not placed
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        self.status = f"failed, traced rounds dropped ({type(exc).__name__}: {exc})"
+        self.tracer = None
+
+
+def timed_cells(sc: Scenario, aa_every: bool = False) -> list[Cell]:
+    """The scenario's cells, then the A/A arm: a second cell of each reference-variant cell
+    (of every cell with `aa_every`)."""
     part = registry.world(sc.world).part(ResultsPart)
     reference = part.vocabulary.reference if part is not None else None
     ours = cells(sc)
-    twins = [dataclasses.replace(c, arm=AA_ARM) for c in ours if c.variant == reference]
+    twins = [dataclasses.replace(c, arm=AA_ARM) for c in ours if aa_every or c.variant == reference]
     return ours + twins
+
+
+TracerOpener = Callable[[str], tuple[DeviceTracer | None, str]]  # device kind -> tracer, status
 
 
 def run_time_pass(
@@ -213,8 +334,15 @@ def run_time_pass(
     device_kind: str,
     builder: WorldBuilder = build_scenario_world,
     show_progress: bool | None = None,
+    aa_every: bool = False,
+    tracer_for: TracerOpener = open_tracer,
 ) -> PassRows:
-    timed = [_TimedCell(sc, cell, device_kind) for cell in timed_cells(sc)]
+    tracing = _Tracing(*tracer_for(device_kind)) if sc.steps.trace else None
+    n_trace = sc.steps.trace if tracing is not None and tracing.tracer is not None else 0
+    timed = [
+        _TimedCell(sc, cell, device_kind, traced_steps=n_trace)
+        for cell in timed_cells(sc, aa_every)
+    ]
     total = sum(tc.total for tc in timed)
     rng = random.Random(sc.seed)
     with Progress(total, f"{sc.name} time", show_progress) as prog:
@@ -223,16 +351,25 @@ def run_time_pass(
             tc.set_up(builder, device, prog)
         if device_kind == "cuda":
             torch.cuda.synchronize()
-        sizes = _round_sizes(sc.steps.time_steps(device_kind), sc.steps.round_steps)
+        plan = round_plan(sc.steps.time_steps(device_kind), n_trace, sc.steps.round_steps)
         with region_timer() as timer, wait_timer() as waits:
             clock = _StepClock(device_kind == "cuda", waits)
-            for r, n in enumerate(sizes):
+            for r, (n, traced) in enumerate(plan):
                 order = [tc for tc in timed if tc.failure is None]
                 rng.shuffle(order)
-                prog.describe(f"{sc.name} time round {r + 1}/{len(sizes)}")
+                prog.describe(f"{sc.name} time round {r + 1}/{len(plan)}")
+                trace = tracing.start() if traced and tracing is not None else None
+                if traced and trace is None:  # the tracer failed: its rounds run no steps
+                    for tc in order:
+                        tc.traced_steps -= n
+                        prog.skip(n)
+                    continue
                 for tc in order:
-                    tc.run_round(n, r, clock, timer, prog)
-    out = PassRows()
+                    tc.run_round(n, r, clock, timer, prog, trace)
+                if trace is not None:
+                    tracing.finish(trace, r)
+    status = tracing.status if tracing is not None else "off (steps.trace 0)"
+    out = PassRows(notes={"device_trace": status})
     for tc in timed:
         out.extend(tc.finish())
     return out

@@ -43,6 +43,12 @@ class StepsConfig:
         metadata=rule("measured steps, time pass on the emulated device", min=1, max=100_000),
     )
 
+    # steps with the device tracer on, in rounds of their own among the others (where a device
+    # tracer exists: CUDA with cupti-python); kept apart from the time pass's other steps
+    trace: int = field(
+        default=10,
+        metadata=rule("traced steps per cell, time pass (device tracer on)", min=0, max=100_000),
+    )
     # the time pass interleaves cells: rounds of this many steps per cell, in shuffled order
     round_steps: int = field(
         default=5,

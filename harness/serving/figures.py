@@ -5,6 +5,7 @@ end-to-end time and latency against batch size (time pass)."""
 from __future__ import annotations
 
 from harness.report.figures import FigureSpec
+from harness.report.idle_plots import plot_step_breakdown
 from harness.report.latency_plots import (
     plot_host_device_e2e,
     plot_latency_ecdf,
@@ -22,7 +23,12 @@ FIGURES: dict[str, FigureSpec] = {
     "syncs_by_region": FigureSpec(lambda r: plot_syncs_by_region(r.counts, r.label), "count"),
     "syncs_vs_batch": FigureSpec(lambda r: plot_syncs_vs_batch(r.counts, r.label), "count"),
     "sync_blame": FigureSpec(
-        lambda r: plot_blame(r.syncs, r.counts, r.label, costs=site_costs(r.waits, r.latency)),
+        lambda r: plot_blame(
+            r.syncs,
+            r.counts,
+            r.label,
+            costs=site_costs(r.waits, r.latency, r.traced_waits, r.traced_latency),
+        ),
         "count",
     ),
     "findings": FigureSpec(
@@ -36,5 +42,8 @@ FIGURES: dict[str, FigureSpec] = {
     ),
     "latency_vs_batch": FigureSpec(
         lambda r: plot_latency_vs_batch(r.latency, r.label, r.is_emulated), "time"
+    ),
+    "step_breakdown": FigureSpec(
+        lambda r: plot_step_breakdown(r.traced_waits, r.traced_latency, r.label), "trace"
     ),
 }

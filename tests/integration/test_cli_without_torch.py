@@ -58,7 +58,7 @@ def test_report_compare_and_help_run_without_torch(tmp_path) -> None:
     )
     done = _python(code, {"torch"}, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.suffix for p in (tmp_path / "plots").iterdir()) == [".png"] * 7
+    assert sorted(p.suffix for p in (tmp_path / "plots").iterdir()) == [".png"] * 8
     assert "Each cell, B against A" in done.stdout
     for command in ("bench", "compare", "gate", "report", "trace"):
         assert command in done.stdout.rsplit("usage:", 1)[-1]

@@ -11,6 +11,7 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 from harness.cli import main
 from harness.report import load_run
 from harness.report.sync_plots import plot_blame
+from harness.results.waits import step_breakdown
 from harness.serving.plugin import figures
 from tests.support.report_fixtures import drop_time_pass, reseal, write_run
 
@@ -38,6 +39,7 @@ def _texts(fig) -> str:
 
 
 SERVING_FIGURES = list(figures())
+TRACED_ONLY = ["step_breakdown"]  # drawn from traced steps: a GPU run's
 
 
 def _draw(name: str, run):
@@ -48,11 +50,30 @@ def test_report_command_writes_every_png(root, capsys):
     assert main(["report", "--root", str(root)]) == 0  # no RUN: the newest run (nonspec)
     plots = root / "nonspec" / "20260101T000000Z-0000" / "plots"
     files = sorted(plots.glob("*.png"))
-    # a serving run: every serving figure, and no sync-cost figure or note about it
-    assert [f.stem.split("_", 1)[1] for f in files] == SERVING_FIGURES
+    # an emulated serving run: every serving figure but the traced steps', no sync-cost one
+    drawn = [f.stem.split("_", 1)[1] for f in files]
+    assert drawn == [f for f in SERVING_FIGURES if f not in TRACED_ONLY]
     assert all(f.read_bytes()[:8] == PNG_MAGIC for f in files)
     out = capsys.readouterr().out
-    assert "emulated device" in out and "not drawn" not in out
+    assert "emulated device" in out
+    assert [ln for ln in out.splitlines() if "not drawn" in ln] == [
+        "not drawn (no traced steps in this run: device time not measured): 08_step_breakdown.png"
+    ]
+
+
+def test_a_gpu_run_draws_where_the_step_time_goes(root):
+    run = load_run(root / "eagle" / "20260101T000000Z-0000")
+    parts = step_breakdown(run.traced_waits, run.traced_latency)
+    before = parts[(parts["variant"] == "before") & (parts["batch_size"] == 8)]
+    got = dict(zip(before["part"], before["us_per_step"]))
+    # busy 250, span 900; the mirror's read cost min(8, 600) = 8, the results' wait 5
+    assert got == {
+        "kernels": 250.0,
+        "idle caused: harness/serving/mirror.py:126": 8.0,
+        "idle caused: harness/serving/world.py:312": 5.0,
+        "other idle": 900.0 - 250.0 - 13.0,
+    }
+    assert _draw("step_breakdown", run).axes
 
 
 def test_emulated_run_is_labelled_host_only(root):
@@ -138,7 +159,8 @@ def test_count_only_run_draws_no_latency_figures(tmp_path, capsys):
     notes = [ln for ln in printed if "not drawn" in ln]
     assert notes == [
         "not drawn (no time pass in this run): 05_latency_ecdf.png, 06_host_device_e2e.png, "
-        "07_latency_vs_batch.png"
+        "07_latency_vs_batch.png",
+        "not drawn (no traced steps in this run: device time not measured): 08_step_breakdown.png",
     ]
 
 
@@ -173,6 +195,6 @@ def test_bad_run_is_usage_error(tmp_path, capsys):
 def test_several_scenarios_side_by_side(root, tmp_path):
     runs = [str(p) for p in sorted(root.glob("*/*")) if (p / "meta.json").exists()]
     assert main(["report", *runs, "--out", str(tmp_path)]) == 0
-    assert len(list(tmp_path.glob("*.png"))) == len(SERVING_FIGURES)
+    assert len(list(tmp_path.glob("*.png"))) == len(SERVING_FIGURES)  # eagle's traced steps
     assert main(["report", *runs]) == 2  # several runs need --out
     assert main(["report", runs[0], runs[0], "--out", str(tmp_path)]) == 2  # same scenario twice

@@ -33,7 +33,7 @@ _CELL = _KEYS[:5]
 _FIXTURE_COLUMNS = {
     "counts": (*_KEYS, "syncs"),
     "syncs": (*_KEYS, "kind", "op", "location", "function", "stack_id", "nbytes"),
-    "latency": (*_KEYS, "device", "metric", "value", "unit", "round"),
+    "latency": (*_KEYS, "device", "metric", "value", "unit", "round", "traced"),
     "outcomes": (
         *_CELL,
         "pass",
@@ -47,12 +47,13 @@ _FIXTURE_COLUMNS = {
         "wall_s",
     ),
     "findings": (*_CELL, "pass", "step", "kind", "detail", "forward_mode", "path"),
-    "waits": (*_KEYS, "site", "kind", "wait_ns"),
+    "waits": (*_KEYS, "site", "kind", "wait_ns", "start_us", "idle_after_us", "traced"),
 }
 _DEFAULTS = {"process": 0}  # one process; a column the fixture leaves out is "" otherwise
 BUCKET_MAX = 64  # batch sizes above this run decode/verify eagerly
 WARMUP = 2
 ROUND_STEPS = 4  # measured steps per cell in a round of the time pass
+TRACED_STEPS = 2  # on "cuda": steps of a traced round after the others
 # site -> (region, kind, op, location, function)
 _SITES = {
     "mirror": (
@@ -139,6 +140,8 @@ def write_run(
                 _setup_rows(t, stacks, cell, device)
                 for step in range(WARMUP + steps):
                     _step_rows(t, stacks, rng, cell, step, device, legacy_setup_path)
+                if device == "cuda":
+                    _traced_rows(t, cell, WARMUP + steps)
     meta = _meta(scenario, device, seed, run_id, start_time)
     return _write_folder(Path(root) / scenario / run_id, t, stacks, meta)
 
@@ -205,6 +208,25 @@ def _step_rows(t, stacks, rng, cell: tuple, step: int, device: str, legacy: bool
         detail = "graph runner seq_lens_cpu holds step 0 values"
         finding = (*cell, "count", step, "stale_mirror", detail, "TARGET_VERIFY")
         t["findings"].append((*finding, step_path))
+
+
+def _traced_rows(t: dict, cell: tuple, first: int) -> None:
+    """Steps of a traced round: the iteration's metrics with the device's busy time and span,
+    and each synchronizing call with the device idle after it (the mirror's read: 8 µs of
+    waiting, then 600 µs of idle; the results' event wait: 5 µs, 20 µs)."""
+    rnd = 100
+    for step in range(first, first + TRACED_STEPS):
+        it = (*cell, step, "", "graph", "iteration", "cuda")
+        for metric, value in (("host", 300.0), ("device", 900.0), ("e2e", 930.0),
+                              ("busy", 250.0), ("span", 900.0)):  # fmt: skip
+            t["latency"].append((*it, metric, value, "us", rnd, 1))
+        calls = [("step/scheduler/process_result", "harness/serving/world.py:312", 5e3, 20.0)]
+        if cell[1] != "dropped":
+            mirror = ("step/scheduler/mirror", "harness/serving/mirror.py:126", 8e3, 600.0)
+            calls.insert(0, mirror)
+        for region, site, wait_ns, idle in calls:
+            key = (*cell, step, "DECODE", "graph", region)
+            t["waits"].append((*key, site, "explicit", wait_ns, 10.0, idle, 1))
 
 
 def _scheduler_rows(t: dict, stacks: dict, sched: tuple) -> int:

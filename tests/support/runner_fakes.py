@@ -22,6 +22,7 @@ class FakeWorld:
     extra_sync = False  # tests flip this to plant a sync
     broken_variant = ""  # tests set this to make a variant's cells fail
     spin = ("", 0.0)  # (variant, µs): tests plant host time in one variant's steps
+    after_spin = None  # a test's callable, run at the end of the forward region
 
     def __init__(self, sc, cell, device: torch.device):
         self.cell = cell
@@ -56,6 +57,8 @@ class FakeWorld:
             with region("forward"):
                 if self.cell.variant == FakeWorld.spin[0]:
                     spin_us(FakeWorld.spin[1])
+                if FakeWorld.after_spin is not None:
+                    FakeWorld.after_spin()
         if self.i == 3:
             self.findings.append(
                 {"kind": "stale_mirror", "step": self.i, "detail": "host 10 != 13"}

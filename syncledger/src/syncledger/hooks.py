@@ -182,7 +182,7 @@ def _timed_transfer(
     except Exception:
         kind = None
     if kind is not None:
-        add_wait(kind, waited)
+        add_wait(kind, t0, waited)
     return out
 
 

@@ -30,6 +30,7 @@ class WaitSample(NamedTuple):
     region: str
     tags: tuple[tuple[str, str], ...]
     wait_ns: int
+    start_ns: int  # time.perf_counter_ns() when the call began (to place it on a timeline)
 
 
 @dataclass
@@ -67,16 +68,18 @@ def timed(kind: SyncKind, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> 
         return fn(*args, **kwargs)
     t0 = time.perf_counter_ns()
     out = fn(*args, **kwargs)
-    add_wait(kind, time.perf_counter_ns() - t0)
+    add_wait(kind, t0, time.perf_counter_ns() - t0)
     return out
 
 
-def add_wait(kind: SyncKind, wait_ns: int) -> None:
-    """Append one measured wait (a call timed by its caller) to this thread's wait timers."""
+def add_wait(kind: SyncKind, start_ns: int, wait_ns: int) -> None:
+    """Append one measured wait (a call timed by its caller, begun at `start_ns` on
+    time.perf_counter_ns()'s clock) to this thread's wait timers."""
     if not kind.is_sync:
         return
     frame = caller_frame(sys._getframe(1))
     site = f"{frame[0]}:{frame[1]}" if frame else "<unknown>"
-    sample = WaitSample(site, kind.value, STATE.step, current_region(), STATE.tags, wait_ns)
+    where = (STATE.step, current_region(), STATE.tags)
+    sample = WaitSample(site, kind.value, *where, wait_ns, start_ns)
     for timer in STATE.wait_timers:
         timer.samples.append(sample)

@@ -161,7 +161,7 @@ def _to_copy(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> torch.Ten
     if kind is not None:
         record_sync(kind, "_to_copy", nbytes(out))
         if STATE.wait_timers:
-            add_wait(kind, waited)
+            add_wait(kind, t0, waited)
     return out
 
 
