@@ -8,7 +8,7 @@ import torch
 
 from syncledger import nvtx_ranges
 from syncledger.events import RegionEntry
-from syncledger.state import STATE, open_ledgers
+from syncledger.state import PROCESS_LEDGERS, STATE
 
 _profiler_enabled = torch._C._autograd._profiler_enabled
 
@@ -19,7 +19,7 @@ _PUSH, _POP = nvtx_ranges.PUSH, nvtx_ranges.POP
 class region:
     """Mark a named region; regions nest and their paths join with '/'. A name is one
     component of that path: `region("scheduler", "prepare")` is one region two levels down
-    (one NVTX range, one ledger entry), `region("scheduler", "prepare")` is refused.
+    (one NVTX range, one ledger entry), `region("scheduler/prepare")` is refused.
 
     Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
     The profiler does not see NVTX ranges, so a `record_function` label is added only while
@@ -29,26 +29,33 @@ class region:
     __slots__ = ("_label", "_t0", "name", "path")
 
     def __init__(self, *names: str) -> None:
-        for name in names:
-            if not isinstance(name, str) or not name or "/" in name:
+        if len(names) == 1:  # the common case, checked without a loop
+            name = names[0]
+            if type(name) is not str or not name or "/" in name:
                 _refuse(name)
-        if not names:
-            raise TypeError("region() needs a name, e.g. region('metadata')")
-        self.name = "/".join(names)
+            self.name = name
+        else:
+            if not names:
+                raise TypeError("region() needs a name, e.g. region('metadata')")
+            for name in names:
+                if not isinstance(name, str) or not name or "/" in name:
+                    _refuse(name)
+            self.name = "/".join(names)
         self._label: object | None = None
         self._t0 = 0
 
     def __enter__(self) -> region:
         st = STATE
         regions = st.regions
-        path = regions[-1] + "/" + self.name if regions else self.name
-        self.path = path
+        path = self.path = regions[-1] + "/" + self.name if regions else self.name
         regions.append(path)
         _PUSH(path)
-        ledgers = open_ledgers()
-        if ledgers:
+        mine = st.ledgers
+        if mine or PROCESS_LEDGERS:
             entry = RegionEntry(path, st.step, st.tags)
-            for ledger in ledgers:
+            for ledger in mine:
+                ledger.region_entries.append(entry)
+            for ledger in PROCESS_LEDGERS:
                 ledger.region_entries.append(entry)
         if _profiler_enabled():
             self._label = torch.profiler.record_function(path)
@@ -58,18 +65,20 @@ class region:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        st = STATE
         if self._t0:
-            t1 = perf_counter_ns()
-            sample = (self.path, st.step, st.tags, self._t0, t1)
-            for timer in st.timers:
-                timer.samples.append(sample)
-            self._t0 = 0
+            self._sample()
         if self._label is not None:
             self._label.__exit__(None, None, None)  # type: ignore[attr-defined]
             self._label = None
         _POP()
-        st.regions.pop()
+        STATE.regions.pop()
+
+    def _sample(self) -> None:
+        st = STATE
+        sample = (self.path, st.step, st.tags, self._t0, perf_counter_ns())
+        for timer in st.timers:
+            timer.samples.append(sample)
+        self._t0 = 0
 
 
 def _refuse(name: object) -> None:
