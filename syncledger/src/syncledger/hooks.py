@@ -60,6 +60,7 @@ _WARN = 1  # torch's sync debug mode "warn"
 _LOCK = threading.Lock()
 _installed = False
 _open = 0  # ledgers open in this process, on any thread
+_forced = False  # the ledger switched the sync debug mode to "warn"; _saved_mode was the program's
 _saved_mode = 0
 _next_showwarning: Callable[..., None] = warnings.showwarning
 _HOOKS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -103,7 +104,7 @@ def detectors() -> tuple[str, ...]:
 def ledger_opened() -> None:
     """A ledger opened: install once and attach CUPTI for the first; without CUPTI, switch the
     sync debug mode on while any ledger is open."""
-    global _open, _saved_mode
+    global _open
     if not _has_cuda():
         return
     install()
@@ -111,9 +112,7 @@ def ledger_opened() -> None:
     with _LOCK:
         _open += 1
         first = _open == 1
-        if first:
-            _saved_mode = _get_debug_mode()
-    if first:  # later ones find it set; CUPTI attaching or detaching sets it again (ON_CHANGE)
+    if first:  # CUPTI attaching or detaching meanwhile sets it again (ON_CHANGE)
         _set_debug_mode_for_ledgers()
     _hook_warnings()
 
@@ -124,15 +123,24 @@ def ledger_closed() -> None:
         return
     with _LOCK:
         _open -= 1
-        if _open == 0:
-            _set_debug_mode(_saved_mode)
+        last = _open == 0
+    if last:
+        _set_debug_mode_for_ledgers()
 
 
 def _set_debug_mode_for_ledgers() -> None:
-    """While a ledger is open: "warn" where CUPTI is not attached, else the program's own mode."""
+    """ "warn" while a ledger is open and CUPTI is not attached; otherwise the mode the program
+    set, which the ledger then neither reads nor changes."""
+    global _forced, _saved_mode
     with _LOCK:
-        if _open:
-            _set_debug_mode(_WARN if not cupti.attached() else _saved_mode)
+        wanted = _open > 0 and not cupti.attached()
+        if wanted and not _forced:
+            _saved_mode = _get_debug_mode()
+            _set_debug_mode(_WARN)
+            _forced = True
+        elif _forced and not wanted:
+            _set_debug_mode(_saved_mode)
+            _forced = False
 
 
 cupti.ON_CHANGE.append(_set_debug_mode_for_ledgers)
@@ -158,7 +166,7 @@ def _showwarning(
                 record_sync(implicit_kind(), "implicit", detector="sync_debug_mode")
         except Exception as exc:  # never into the program
             classification_failed("a sync debug mode warning", exc)
-        if _saved_mode != _WARN:  # the user had not asked for these warnings themselves
+        if _forced and _saved_mode != _WARN:  # raised only because the ledger asked for them
             return
     elif filename.startswith(_HOOKS_DIR):
         # raised inside a wrapped C function: Python names the wrapper's frame; show the caller's
