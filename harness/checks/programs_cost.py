@@ -9,8 +9,8 @@ a program's later calls need not repeat its first (a training step changes its m
 
     python -m harness.checks.programs_cost --out DIR [--device cuda|emu] [--calls N] [NAME ...]
 
-Exit 1 when a program fails or a ledger call's syncs differ from the driver's; the ratios to
-the target (RATIO_LIMIT) are reported, not gated.
+Exit 1 when a program fails, its first call's syncs differ from the expectation or a ledger
+call's from the driver's; the ratios to the target (RATIO_LIMIT) are reported, not gated.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import contextlib
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,6 +36,7 @@ from harness.results.meta import write_check_meta
 from syncledger import SyncLedger, cupti
 
 Row = dict[str, object]
+Expected = dict[str, dict[str, Any]]
 CALLS = 5
 RATIO_LIMIT = 1.15  # a program's median call under the ledger, to its median plain call
 
@@ -61,7 +64,7 @@ def _plain(step: Callable[[], object], clock: _Clock) -> float:
     return clock.now() - t0
 
 
-def _ledger(step: Callable[[], object], clock: _Clock) -> tuple[float, Row]:
+def _ledger(step: Callable[[], object], clock: _Clock) -> tuple[float, Row, SyncLedger]:
     calls0 = cupti.driver_calls()
     t0 = clock.now()
     with SyncLedger(scope="process") as led:
@@ -71,12 +74,22 @@ def _ledger(step: Callable[[], object], clock: _Clock) -> tuple[float, Row]:
     counts: Row = {"syncs": led.count()}
     if "cupti" in led.detectors:
         counts["driver_calls"] = cupti.driver_calls() - calls0
-    return seconds, counts
+    return seconds, counts, led
 
 
-def program_rows(program: Program, kind: str, calls: int = CALLS) -> list[Row]:
-    """One row per timed call of `program` on `kind`, plain and under the ledger, interleaved;
-    a program that raises gives one row naming the error."""
+def _row(base: Row, arm: str, call: int, seconds: float, **extra: object) -> Row:
+    return {**base, "arm": arm, "call": call, "value": seconds, "unit": "s", **extra}
+
+
+def program_rows(
+    program: Program, kind: str, calls: int = CALLS, expected: Expected | None = None
+) -> list[Row]:
+    """One row per timed call of `program` on `kind`, plain and under the ledger, interleaved,
+    after the suite's own first ledger call (arm "first": its syncs per site held against
+    `expected`, the committed expectation by default); a program that raises gives one row
+    naming the error."""
+    known = suite.load_expected() if expected is None else expected
+    want = suite.expected_syncs(known, program.name)
     base: Row = {"device": kind, "program": program.name}
     clock = _clock(kind)
     rows: list[Row] = []
@@ -84,22 +97,28 @@ def program_rows(program: Program, kind: str, calls: int = CALLS) -> list[Row]:
     threads = one_intra_op_thread() if kind == "emu" else contextlib.nullcontext()
     with suite.on_device(kind), threads:
         try:
-            step = program.prepare(suite.CUDA)
-            _plain(step, clock)  # warm-up: first-call work (caches, kernels, the interceptors)
-            _ledger(step, clock)
+            _plain(program.prepare(suite.CUDA), clock)  # the libraries' first-call work
+            step = program.prepare(suite.CUDA)  # then a fresh step's first call, as the suite's
+            seconds, counts, led = _ledger(step, clock)
+            sites = Counter(suite.site(e) for e in led.events if e.is_sync)
+            as_expected = None if want is None else sites == want
+            rows.append(_row(base, "first", 0, seconds, **counts, as_expected=as_expected))
             for call in range(calls):
-                rows.append({**base, "arm": "plain", "call": call, "value": _plain(step, clock), "unit": "s"})  # fmt: skip
-                seconds, counts = _ledger(step, clock)
-                rows.append({**base, "arm": "ledger", "call": call, "value": seconds, "unit": "s", **counts})  # fmt: skip
+                rows.append(_row(base, "plain", call, _plain(step, clock)))
+                seconds, counts, _led = _ledger(step, clock)
+                rows.append(_row(base, "ledger", call, seconds, **counts))
         except Exception as exc:
             return [{**base, "arm": "error", "error": f"{type(exc).__name__}: {exc}"}]
     return rows
 
 
+def _seconds(rows: list[Row], program: str, arm: str) -> list[float]:
+    return [float(r["value"]) for r in rows if (r["program"], r["arm"]) == (program, arm)]  # type: ignore[arg-type]
+
+
 def ratio(rows: list[Row], program: str) -> float | None:
     """The program's median ledger call to its median plain call."""
-    plain = [float(r["value"]) for r in rows if (r["program"], r["arm"]) == (program, "plain")]  # type: ignore[arg-type]  # fmt: skip
-    ledger = [float(r["value"]) for r in rows if (r["program"], r["arm"]) == (program, "ledger")]  # type: ignore[arg-type]  # fmt: skip
+    plain, ledger = _seconds(rows, program, "plain"), _seconds(rows, program, "ledger")
     if not plain or not ledger:
         return None
     return statistics.median(ledger) / statistics.median(plain)
@@ -109,9 +128,15 @@ def disagreements(rows: list[Row]) -> list[str]:
     """Programs that failed, or a ledger call whose syncs differ from the driver's."""
     bad = [f"{r['program']}: {r['error']}" for r in rows if r["arm"] == "error"]
     bad += [
-        f"{r['program']} call {r['call']}: ledger {r['syncs']} syncs, driver {r['driver_calls']}"
+        f"{r['program']} {r['arm']} call {r['call']}: "
+        f"ledger {r['syncs']} syncs, driver {r['driver_calls']}"
         for r in rows
-        if r["arm"] == "ledger" and "driver_calls" in r and r["driver_calls"] != r["syncs"]
+        if "driver_calls" in r and r["driver_calls"] != r["syncs"]
+    ]
+    bad += [
+        f"{r['program']}: syncs per site differ from the expectation"
+        for r in rows
+        if r.get("as_expected") is False
     ]
     return bad
 
@@ -124,8 +149,8 @@ def summary(rows: list[Row]) -> list[str]:
         if r is None:
             lines.append(f"{program:<28}  {mine[0].get('error', 'no timed calls')}")
             continue
-        plain = statistics.median(float(x["value"]) for x in mine if x["arm"] == "plain")  # type: ignore[arg-type]
-        ledger = statistics.median(float(x["value"]) for x in mine if x["arm"] == "ledger")  # type: ignore[arg-type]
+        plain = statistics.median(_seconds(rows, program, "plain"))
+        ledger = statistics.median(_seconds(rows, program, "ledger"))
         syncs = sorted({int(x["syncs"]) for x in mine if x["arm"] == "ledger"})  # type: ignore[call-overload]
         verdict = "" if r <= RATIO_LIMIT else f"  (over {RATIO_LIMIT}x)"
         lines.append(
@@ -149,11 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         cupti.attach()
     chosen = [p for p in suite.runnable(args.device) if not args.names or p.name in args.names]
     rows: list[Row] = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for program in chosen:
         rows += program_rows(program, args.device, args.calls)
+        # after each program: a run cut short keeps the programs it finished
+        write_dict_rows(args.out / "programs_cost.csv", rows)
         print(f"{program.name}: timed", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_dict_rows(args.out / "programs_cost.csv", rows)
     write_check_meta(args.out, "programs_cost", args.device, calls=args.calls, cupti=cupti.status())
     bad = disagreements(rows)
     print("\n".join(summary(rows) + [f"DIFFER: {b}" for b in bad]))

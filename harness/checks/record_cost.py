@@ -165,7 +165,11 @@ def summary(rows: list[Row]) -> list[str]:
     for device, probe, arm in keys:
         if arm == "plain":
             continue
-        plain = [float(r["value"]) for r in rows if (r["device"], r["probe"], r["arm"]) == (device, probe, "plain")]  # type: ignore[arg-type]  # fmt: skip
+        plain = [
+            float(r["value"])
+            for r in rows
+            if r["arm"] == "plain" and r["device"] == device and r["probe"] == probe
+        ]  # type: ignore[arg-type]
         added = added_ns(rows, device, probe, arm)
         lines.append(
             f"{device:<5}{probe:<14}{arm:<22}plain {statistics.median(plain) / 1e3:7.2f} us  "

@@ -25,6 +25,7 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     monkeypatch.setattr(hooks, "_cuda", True)
     monkeypatch.setattr(hooks, "_installed", False)
     monkeypatch.setattr(hooks, "_open", 0)
+    monkeypatch.setattr(hooks, "_forced", False)
     monkeypatch.setattr(hooks, "_install", lambda: None)
     monkeypatch.setattr(hooks, "_get_debug_mode", lambda: 0)
     fake = FakeCupti(entry_points=request.param == "libcupti")
@@ -145,11 +146,17 @@ def test_the_debug_mode_detects_while_cupti_is_paused_under_an_open_ledger(
     assert driver.modes == [1, 0]  # type: ignore[attr-defined]  # on while CUPTI was paused
 
 
-def test_which_way_cupti_calls_back_is_said(driver: FakeCupti) -> None:
-    with SyncLedger():
-        pass
-    through_python = "through cupti-python's callbacks" in cupti.status()
-    assert through_python == (not driver.with_entry_points)
+@pytest.mark.parametrize("setting", ["1", "python"])
+def test_which_way_cupti_calls_back_is_said(
+    driver: FakeCupti, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    monkeypatch.setenv("SYNCLEDGER_CUPTI", setting)
+    with SyncLedger() as led:
+        driver.fire("cuStreamSynchronize")
+    through_python = "through cupti-python's own callbacks" in cupti.status()
+    assert through_python == (setting == "python" or not driver.with_entry_points)
+    assert (driver.c_callback is None) == through_python
+    assert [e.detector for e in led.events] == ["cupti"]
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
     monkeypatch.setattr(hooks, "_cuda", True)
     monkeypatch.setattr(hooks, "_installed", False)
     monkeypatch.setattr(hooks, "_open", 0)
+    monkeypatch.setattr(hooks, "_forced", False)
     monkeypatch.setattr(hooks, "_install", lambda: calls["install"].append(1))
     monkeypatch.setattr(hooks, "_get_debug_mode", lambda: 0)
     monkeypatch.setattr(hooks, "_set_debug_mode", calls["mode"].append)

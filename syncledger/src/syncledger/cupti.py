@@ -22,8 +22,8 @@ CUPTI calls back at the entry and at the exit of every subscribed call. cupti-py
 callback its data as an object built on numpy, which costs microseconds to make and to read (a
 `.item()` is four callbacks), so the callbacks are taken from libcupti directly, through a
 ctypes function, in the library cupti-python loaded (its table of entry points); the callback
-site is read from the data's first field. Where this cupti-python gives no such table, its own
-callbacks are used, and `status()` says so.
+site is read from the data's first field. Where this cupti-python gives no such table, or
+`SYNCLEDGER_CUPTI=python` asks for them, its own callbacks are used, and `status()` says so.
 
 Where `cupti-python` is missing, cannot subscribe (another tool holds CUPTI's one subscriber),
 or `SYNCLEDGER_CUPTI=0` is set, the ledger works without it and `status()` says why.
@@ -133,7 +133,8 @@ def attach(api: Any = None) -> bool:
         if _tried:
             return _subscriber is not None
         _tried = True
-        if os.environ.get(_ENV, "1") == "0":
+        setting = os.environ.get(_ENV, "1")
+        if setting == "0":
             _status = f"off ({_ENV}=0)"
             return False
         try:
@@ -142,7 +143,7 @@ def attach(api: Any = None) -> bool:
             _status = "not installed: pip install cupti-python (the [cupti] extra)"
             return False
         try:
-            binding = _bind(api)
+            binding = _CuptiPython(api) if setting == "python" else _bind(api)
             _subscriber = _subscribe(api, binding)
         except Exception as exc:  # another subscriber, no driver, an old CUPTI...
             _status = f"could not subscribe ({type(exc).__name__}: {exc})"
@@ -221,8 +222,12 @@ def paused() -> Iterator[None]:
 # void (*CUpti_CallbackFunc)(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 #                            const void *cbdata)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
-_SUBSCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), _CALLBACK, ctypes.c_void_p)  # fmt: skip
-_ENABLE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32)  # fmt: skip
+_SUBSCRIBE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), _CALLBACK, ctypes.c_void_p
+)
+_ENABLE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
+)
 _UNSUBSCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _site_at = ctypes.c_int.from_address
 
@@ -264,7 +269,7 @@ class _Libcupti:
 class _CuptiPython:
     """cupti-python's own subscription: each callback's data comes as a numpy-built object."""
 
-    note = " (through cupti-python's callbacks: this cupti-python gives no entry points)"
+    note = " (through cupti-python's own callbacks)"
 
     def __init__(self, api: Any) -> None:
         self._api = api

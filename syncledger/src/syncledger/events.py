@@ -271,7 +271,7 @@ def resolve_site(site: Site) -> tuple[Frame, ...]:
     return tuple(_frame(site[i], site[i + 1]) for i in range(0, len(site), 2))  # type: ignore[arg-type]
 
 
-# (id(code), lasti) -> (code, frame): the code is kept so that its id names no other meanwhile
+# (id(code), lasti) -> (code, frame), for reading: the code is kept so that its id names no other
 _FRAMES: dict[tuple[int, int], tuple[CodeType, Frame]] = {}
 
 
@@ -300,7 +300,7 @@ def caller_frame(frame: FrameType | None) -> Frame | None:
         if skipped is None:
             skipped = _MACHINERY[code.co_filename] = _is_machinery(code.co_filename)
         if not skipped:
-            return _frame(code, frame.f_lasti)
+            return (_short(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
 

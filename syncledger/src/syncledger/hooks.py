@@ -129,8 +129,8 @@ def ledger_closed() -> None:
 
 
 def _set_debug_mode_for_ledgers() -> None:
-    """ "warn" while a ledger is open and CUPTI is not attached; otherwise the mode the program
-    set, which the ledger then neither reads nor changes."""
+    """Set the sync debug mode to warn while a ledger is open and CUPTI is not attached;
+    otherwise leave the mode the program set, which the ledger then neither reads nor changes."""
     global _forced, _saved_mode
     with _LOCK:
         wanted = _open > 0 and not cupti.attached()
