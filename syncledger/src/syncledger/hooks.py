@@ -268,7 +268,13 @@ def _indexing(
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if STATE.op is not None or not _watching():
             return fn(self, *args, **kwargs)
-        if not getattr(self, "is_cuda", False) or _cannot_wait(waitless, args):
+        if not getattr(self, "is_cuda", False):
+            return fn(self, *args, **kwargs)
+        try:
+            cannot_wait = waitless(*args)
+        except Exception:  # it cannot tell: the call may wait
+            cannot_wait = False
+        if cannot_wait:
             return fn(self, *args, **kwargs)
         STATE.op = op
         CALL.rule, CALL.args = rule, (self, *args)
@@ -286,8 +292,11 @@ _BASIC_INDEX = (int, slice, type(None), type(Ellipsis))
 
 def _basic(index: object) -> bool:
     """Ints, slices, None and Ellipsis (or a tuple of them): a view, never a wait."""
-    if isinstance(index, tuple):
-        return all(isinstance(part, _BASIC_INDEX) for part in index)
+    if type(index) is tuple:
+        for part in index:  # noqa: SIM110  # a loop is quicker than all(...) per indexing call
+            if not isinstance(part, _BASIC_INDEX):
+                return False
+        return True
     return isinstance(index, _BASIC_INDEX)
 
 
@@ -308,14 +317,6 @@ def _setitem_waitless(index: object, value: object) -> bool:
     """A device tensor written through a basic or device index: on the device, never a wait."""
     on_device = isinstance(value, torch.Tensor) and value.is_cuda
     return on_device and (_basic(index) or _device_index(index))
-
-
-def _cannot_wait(waitless: Callable[..., bool], args: tuple[Any, ...]) -> bool:
-    """What `waitless` says of these arguments; when it cannot tell, the call may wait."""
-    try:
-        return waitless(*args)
-    except Exception:
-        return False
 
 
 def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., Any]:

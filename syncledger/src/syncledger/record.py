@@ -24,23 +24,6 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-def make_event(kind: SyncKind, op: str, nbytes: int | None, detector: str, skip: int) -> SyncEvent:
-    st = STATE
-    regions = st.regions
-    return SyncEvent(
-        kind,
-        st.op or op,
-        regions[-1] if regions else "",
-        capture_site(skip + 1),
-        st.step,
-        nbytes,
-        st.tags,
-        _current_thread().name,
-        _pid,
-        detector,
-    )
-
-
 def record_sync(
     kind: SyncKind,
     op: str,
@@ -57,7 +40,19 @@ def record_sync(
     mine = st.ledgers
     if not (mine or PROCESS_LEDGERS):
         return None
-    event = make_event(kind, op, nbytes, detector, skip)
+    regions = st.regions
+    event = SyncEvent(
+        kind,
+        st.op or op,
+        regions[-1] if regions else "",
+        capture_site(skip),
+        st.step,
+        nbytes,
+        st.tags,
+        _current_thread().name,
+        _pid,
+        detector,
+    )
     for ledger in mine:
         ledger.events.append(event)
     for ledger in PROCESS_LEDGERS:
