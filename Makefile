@@ -103,6 +103,7 @@ gpu-check: $(SETUP)
 	$(PY) -m harness.checks.serving_gpu --out $(call quote,$(GPU_OUT)/serving) || rc=1; \
 	$(PY) -m harness.checks.sync_gpu --out $(call quote,$(GPU_OUT)/sync) $(ARGS) || rc=1; \
 	$(PY) -m harness.checks.programs_gpu --out $(call quote,$(GPU_OUT)/programs) || rc=1; \
+	$(PY) -m harness.checks.programs_cost --out $(call quote,$(GPU_OUT)/programs_cost) || rc=1; \
 	$(PY) -m harness.checks.op_table --out $(call quote,$(GPU_OUT)/op_table) || rc=1; \
 	exit $$rc
 

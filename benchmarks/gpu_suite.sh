@@ -35,4 +35,4 @@ bench nonspec 50
 bench eagle 70
 bench direct_no_mirror 50
 bench sync_cost 100
-step gpu_check 160 make gpu-check PYTHON="$py" GPU_OUT="$out/gpu"
+step gpu_check 220 make gpu-check PYTHON="$py" GPU_OUT="$out/gpu"

@@ -9,12 +9,15 @@
 2. The pageable staging threshold: the largest non_blocking copy from pageable host memory to
    the device that returns at once. It fails when it differs from the ledger's setting.
 3. Host overheads (`harness.checks.sync_overhead`), with their targets (reported, not gated),
-   measured before any profiler ran; the ledger with and without its CUPTI detector.
+   measured before any profiler ran; the ledger with and without its CUPTI detector. And what
+   the ledger adds to one call (`harness.checks.record_cost`): per recorded `.item()` (CUPTI
+   attached and paused), per sync-free op, per region; on CUDA and on the emulated device.
 
 The catalogue's cases on CUDA include syncs made inside a C++ extension
 (`harness.checks.extension_cases`), which only the CUPTI detector sees.
 
-Writes catalogue.csv, threshold.csv, overhead.csv (raw samples, one row each) and meta.json into
+Writes catalogue.csv, threshold.csv, overhead.csv, record_cost.csv (raw samples, one row each)
+and meta.json into
 --out, and prints a compact summary last. Exit 0 when everything agrees, 1 otherwise, 2 on a
 machine without CUDA (before writing anything). `--device emu` is the smoke run for a machine
 without a GPU: the catalogue on the emulated device, and the host overheads on CPU tensors.
@@ -30,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from harness.checks import emulated_cost, sync_oracle, sync_overhead
+from harness.checks import emulated_cost, record_cost, sync_oracle, sync_overhead
 from harness.results.files import write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import (
@@ -39,6 +42,7 @@ from syncledger import (
     SyncLedger,
     cupti,
     emulated_device,
+    emulated_device_beside_gpu,
     pageable_staging_bytes,
     region,
 )
@@ -265,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     cupti_at_overhead = cupti.status()
     overhead += sync_overhead.enter_exit_costs()
     overhead += emulated_cost.cost_rows(min(args.steps, 100))
+    per_call = record_cost.probe_rows(dev) if use_cuda else []
+    with emulated_device_beside_gpu() as emu:
+        per_call += record_cost.probe_rows(emu)
+    write_dict_rows(args.out / "record_cost.csv", per_call)
 
     cat = check_catalogue(use_cuda)
     _print_catalogue(cat)
@@ -282,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         overhead += sync_overhead.profiler_overhead(args.steps)
     write_dict_rows(args.out / "overhead.csv", overhead)
     targets = _print_overhead(overhead, cupti_at_overhead)
+    print("\nwhat the ledger adds to one call (median over interleaved rounds):")
+    print("\n".join(f"  {line}" for line in record_cost.summary(per_call)))
+    targets += record_cost.verdict_lines(per_call)
     kind = "cuda" if use_cuda else "emu"
     write_check_meta(
         args.out, "sync_gpu", kind, nvtx_backend=NVTX_BACKEND, steps=args.steps, **extra

@@ -35,8 +35,8 @@ class Target:
 
 
 TARGETS = (
-    Target("ledger_across_steps", 1.10, "x"),
-    Target("max_syncs_per_step", 1.15, "x"),
+    Target("ledger_across_steps", 1.05, "x"),
+    Target("max_syncs_per_step", 1.08, "x"),
     Target("region_enter_exit", 1000.0, "ns"),
 )
 

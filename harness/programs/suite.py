@@ -131,7 +131,9 @@ def _where(exc: BaseException) -> str:
 
 
 @contextmanager
-def _device(kind: str) -> Iterator[None]:
+def on_device(kind: str) -> Iterator[None]:
+    """Run a program's prepare and step on `kind`: "emu" opens the emulated device (code that
+    says "cuda" runs there); "cuda" is the GPU as it is."""
     if kind == "emu":
         with emulated_device():
             yield
@@ -142,7 +144,7 @@ def _device(kind: str) -> Iterator[None]:
 def run_program(program: Program, kind: str) -> Outcome:
     """Run `program` on `kind` ("cuda" or "emu") without, then with, a process-wide ledger."""
     out = Outcome(program.name, kind)
-    with _device(kind):
+    with on_device(kind):
         try:
             step = program.prepare(CUDA)
             t0 = time.perf_counter()

@@ -23,6 +23,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
     monkeypatch.setattr(hooks, "_cuda", True)
     monkeypatch.setattr(hooks, "_installed", False)
     monkeypatch.setattr(hooks, "_open", 0)
+    monkeypatch.setattr(hooks, "_forced", False)
     monkeypatch.setattr(hooks, "_install", lambda: calls["install"].append(1))
     monkeypatch.setattr(hooks, "_get_debug_mode", lambda: 0)
     monkeypatch.setattr(hooks, "_set_debug_mode", calls["mode"].append)
@@ -123,3 +124,39 @@ def test_waits_the_debug_mode_misses_are_counted_per_call() -> None:
         unique(StubTensor(False), dim=0)  # not on a GPU
     assert len(calls) == 3
     assert [(e.kind, e.op) for e in led.events] == [(SyncKind.D2H_READ, "unique")] * 3
+
+
+class _OnGpu(torch.Tensor):
+    """A host tensor that says it is on a GPU: what the indexing interceptors look at."""
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+def _on_gpu(t: torch.Tensor) -> torch.Tensor:
+    return t.as_subclass(_OnGpu)
+
+
+@pytest.mark.parametrize(
+    "op,args,named",
+    [
+        ("getitem", (3,), False),
+        ("getitem", ((slice(1, 3), None, Ellipsis),), False),
+        ("getitem", (_on_gpu(torch.tensor([0, 2])),), False),  # gathered on the device
+        ("getitem", (_on_gpu(torch.tensor([True, False])),), True),  # a mask: nonzero reads
+        ("getitem", (torch.tensor([0, 2]),), True),  # a host index is copied in
+        ("getitem", ([0, 2],), True),
+        ("setitem", (slice(0, 2), _on_gpu(torch.ones(2))), False),
+        ("setitem", (_on_gpu(torch.tensor([0, 2])), _on_gpu(torch.ones(2))), False),
+        ("setitem", (0, 5), True),  # a Python number copied in
+        ("setitem", (slice(0, 2), torch.ones(2)), True),  # a host tensor copied in
+    ],
+)
+def test_only_indexing_that_may_wait_is_named(op: str, args: tuple, named: bool) -> None:
+    seen: list[str | None] = []
+    waitless = hooks._getitem_waitless if op == "getitem" else hooks._setitem_waitless
+    index = hooks._indexing(op, lambda self, *a: seen.append(STATE.op), lambda *a: [], waitless)
+    with SyncLedger():
+        index(StubTensor(True), *args)
+    assert seen == [op if named else None]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from importlib.util import find_spec
-from types import FrameType
+from types import CodeType, FrameType
 from typing import NamedTuple
 
 
@@ -49,20 +48,77 @@ Frame = tuple[str, int, str]  # (file, line, function)
 DETECTORS = ("interceptor", "sync_debug_mode", "cupti", "emulated")
 
 
-@dataclass(frozen=True)
+# Where a sync came from, as recorded: the code object and the instruction (bytecode offset) of
+# each frame kept, innermost first, flattened: (code, lasti, code, lasti, ...). Cheap to take at
+# the moment of the sync; `resolve_site` turns it into file, line and function when read.
+Site = tuple[object, ...]
+
+
 class SyncEvent:
-    kind: SyncKind
-    op: str
-    region: str
-    location: str  # "path/to/file.py:LINE" of the first frame outside torch and syncledger
-    function: str
-    stack: tuple[Frame, ...]
-    step: int | None = None
-    nbytes: int | None = None
-    tags: tuple[tuple[str, str], ...] = ()
-    thread: str = ""  # the name of the thread that made it
-    pid: int = 0  # the process that made it (a followed child's own pid)
-    detector: str = ""  # one of DETECTORS
+    """One sync (or hazard) a ledger recorded. Read-only once recorded.
+
+    Recording keeps only what identifies the site at that moment (`Site`); the stack, location
+    and function are worked out the first time one of them is read, then kept.
+    """
+
+    __slots__ = (
+        "_site",
+        "_stack",
+        "detector",
+        "kind",
+        "nbytes",
+        "op",
+        "pid",
+        "region",
+        "step",
+        "tags",
+        "thread",
+    )
+
+    def __init__(
+        self,
+        kind: SyncKind,
+        op: str,
+        region: str,
+        site: Site = (),
+        step: int | None = None,
+        nbytes: int | None = None,
+        tags: tuple[tuple[str, str], ...] = (),
+        thread: str = "",  # the name of the thread that made it
+        pid: int = 0,  # the process that made it (a followed child's own pid)
+        detector: str = "",  # one of DETECTORS
+        stack: tuple[Frame, ...] | None = None,  # given resolved (a followed child's events)
+    ) -> None:
+        self.kind = kind
+        self.op = op
+        self.region = region
+        self.step = step
+        self.nbytes = nbytes
+        self.tags = tags
+        self.thread = thread
+        self.pid = pid
+        self.detector = detector
+        self._site = site
+        self._stack = stack
+
+    @property
+    def stack(self) -> tuple[Frame, ...]:
+        """The frames outside torch and the ledger, innermost first (at most MAX_STACK_DEPTH)."""
+        stack = self._stack
+        if stack is None:
+            stack = self._stack = resolve_site(self._site)
+        return stack
+
+    @property
+    def location(self) -> str:
+        """`path/to/file.py:LINE` of the first frame outside torch and the ledger."""
+        stack = self.stack
+        return f"{stack[0][0]}:{stack[0][1]}" if stack else "<unknown>:0"
+
+    @property
+    def function(self) -> str:
+        stack = self.stack
+        return stack[0][2] if stack else "<unknown>"
 
     @property
     def is_sync(self) -> bool:
@@ -95,8 +151,6 @@ class SyncEvent:
             kind=SyncKind(doc["kind"]),
             op=str(doc["op"]),
             region=str(doc["region"]),
-            location=str(doc["location"]),
-            function=str(doc["function"]),
             stack=tuple((str(f), int(ln), str(fn)) for f, ln, fn in doc["stack"]),  # type: ignore[union-attr]
             step=doc["step"],  # type: ignore[arg-type]
             nbytes=doc["nbytes"],  # type: ignore[arg-type]
@@ -111,6 +165,9 @@ class SyncEvent:
         size = f", {self.nbytes} B" if self.nbytes is not None else ""
         hazard = "" if self.is_sync else " (hazard, not a sync)"
         return f"{self.kind.value} {self.op}{size}{hazard} at {where} [region {self.region or '-'}]"
+
+    def __repr__(self) -> str:
+        return f"SyncEvent({self.describe()}, {self.detector})"
 
 
 class RegionEntry(NamedTuple):
@@ -128,9 +185,14 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(find_spec("torch").origin)) + os.se
 _SYNC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIP_PREFIXES: tuple[str, ...] = (_TORCH_DIR, _SYNC_DIR)
 _SKIP_FILES: set[str] = {"<frozen runpy>", "<string>"}
-_SITE_SKIP = (_SYNC_DIR, os.path.abspath(__import__("warnings").__file__))
 _CWD = os.getcwd() + os.sep
 MAX_STACK_DEPTH = 16
+# file name -> whether its frames are machinery: decided once per file, looked up per frame
+_MACHINERY: dict[str, bool] = {}
+# a module's file (its globals' __file__) -> whether the module is machinery. A frame's globals
+# cost nothing to read, its code an audit event (`frame.f_code` raises one, as `id()` does, and
+# the ledger's audit hook runs for each): frames of machinery modules are passed over without.
+_MACHINERY_MODULES: dict[object, bool] = {}
 
 
 def _is_machinery(filename: str) -> bool:
@@ -141,9 +203,20 @@ def _is_machinery(filename: str) -> bool:
     )
 
 
+def _machinery_module(globals_: dict[str, object]) -> bool:
+    """Whether the module these globals belong to is machinery by its file (a frozen module's
+    code names `<frozen NAME>`, its module the .py file). Globals with no file (code made at run
+    time) are not: their frames' code decides."""
+    file, name = globals_.get("__file__"), globals_.get("__name__")
+    if not isinstance(file, str):
+        return False
+    return _is_machinery(file) or _is_machinery(f"<frozen {name}>")
+
+
 def skip_frames_of(*filenames: str) -> None:
     """Treat these files as machinery too (e.g. a launcher that runs user scripts)."""
     _SKIP_FILES.update(os.path.abspath(f) for f in filenames)
+    _forget()
 
 
 def skip_frames_under(*folders: str) -> None:
@@ -151,26 +224,82 @@ def skip_frames_under(*folders: str) -> None:
     global _SKIP_PREFIXES
     new = (os.path.join(os.path.abspath(f), "") for f in folders)
     _SKIP_PREFIXES += tuple(p for p in dict.fromkeys(new) if p not in _SKIP_PREFIXES)
+    _forget()
+
+
+def _forget() -> None:
+    _MACHINERY.clear()
+    _MACHINERY_MODULES.clear()
 
 
 def _short(filename: str) -> str:
     return filename[len(_CWD) :] if filename.startswith(_CWD) else filename
 
 
-def call_site(skip: int = 1) -> tuple[int, int] | None:
-    """Identity of the Python frame, and its instruction, that called into the ledger's hooks:
-    a CUPTI callback and the sync debug mode's warning raised by the same call see the same."""
+def capture_site(skip: int = 1) -> Site:
+    """The caller's frames outside the machinery, innermost first, as they are now: each one's
+    code object and instruction. Nothing is formatted here (see `resolve_site`)."""
     frame: FrameType | None = sys._getframe(skip)
-    while frame is not None and frame.f_code.co_filename.startswith(_SITE_SKIP):
+    by_file, by_module = _MACHINERY, _MACHINERY_MODULES
+    out: list[object] = []
+    keep = out.append
+    left = MAX_STACK_DEPTH
+    while frame is not None:
+        g = frame.f_globals
+        module = g.get("__file__")
+        passed = by_module.get(module)
+        if passed is None:
+            passed = by_module[module] = _machinery_module(g)
+        if not passed:
+            code = frame.f_code
+            filename = code.co_filename
+            skipped = by_file.get(filename)
+            if skipped is None:
+                skipped = by_file[filename] = _is_machinery(filename)
+            if not skipped:
+                keep(code)
+                keep(frame.f_lasti)
+                left -= 1
+                if not left:
+                    break
         frame = frame.f_back
-    return None if frame is None else (id(frame), frame.f_lasti)
+    return tuple(out)
+
+
+def resolve_site(site: Site) -> tuple[Frame, ...]:
+    """(file, line, function) of each frame of a site taken by `capture_site`."""
+    return tuple(_frame(site[i], site[i + 1]) for i in range(0, len(site), 2))  # type: ignore[arg-type]
+
+
+# (id(code), lasti) -> (code, frame), for reading: the code is kept so that its id names no other
+_FRAMES: dict[tuple[int, int], tuple[CodeType, Frame]] = {}
+
+
+def _frame(code: CodeType, lasti: int) -> Frame:
+    known = _FRAMES.get((id(code), lasti))
+    if known is not None and known[0] is code:
+        return known[1]
+    frame = (_short(code.co_filename), _line(code, lasti), code.co_name)
+    _FRAMES[(id(code), lasti)] = (code, frame)
+    return frame
+
+
+def _line(code: CodeType, lasti: int) -> int:
+    """The line of the instruction at byte offset `lasti`, as the frame's f_lineno said then."""
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return code.co_firstlineno if line is None else line
+    return code.co_firstlineno
 
 
 def caller_frame(frame: FrameType | None) -> Frame | None:
     """The first frame from `frame` outwards that is not torch's or the ledger's machinery."""
     while frame is not None:
         code = frame.f_code
-        if not _is_machinery(code.co_filename):
+        skipped = _MACHINERY.get(code.co_filename)
+        if skipped is None:
+            skipped = _MACHINERY[code.co_filename] = _is_machinery(code.co_filename)
+        if not skipped:
             return (_short(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
@@ -178,12 +307,4 @@ def caller_frame(frame: FrameType | None) -> Frame | None:
 
 def capture_stack(skip: int = 1) -> tuple[Frame, ...]:
     """The caller's Python frames, innermost first, with machinery frames removed."""
-    frame: FrameType | None = sys._getframe(skip)
-    out: list[Frame] = []
-    while frame is not None and len(out) < MAX_STACK_DEPTH:
-        code = frame.f_code
-        filename = code.co_filename
-        if not _is_machinery(filename):
-            out.append((_short(filename), frame.f_lineno, code.co_name))
-        frame = frame.f_back
-    return tuple(out)
+    return resolve_site(capture_site(skip + 1))

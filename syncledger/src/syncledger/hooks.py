@@ -2,21 +2,23 @@
 is present; on a thread no ledger records each costs one check.
 
 Intercepting every op in Python costs ~2x a metadata step's host time, so syncs are caught where
-they happen. PyTorch's sync debug mode, switched on while any ledger is open, reports implicit
-syncs (item, nonzero, blocking copies inside ops...) as warnings, caught here with the caller's
-stack; where CUPTI is attached (`syncledger.cupti`) the driver's own synchronizing calls are
-the detector and a warning only names what CUPTI saw. Wrappers around the copy entry points
-classify transfers by `syncledger.rules` from what the call did (the debug mode says nothing of
-non_blocking copies through pageable memory); wrappers around stream, event and device
-synchronize and `empty_cache` record those. Each wrapper suppresses the events its own call
-raises. With no ledger but a wait timer open (a time pass), the synchronizing wrappers time the
-host's wait inside their call instead (syncledger.wait_timer); nothing else pays. Wrappers around indexing and around ops that read the device only name the op, and for
+they happen. Where CUPTI is attached (`syncledger.cupti`) the driver's own synchronizing calls
+are the detector of the implicit syncs (item, nonzero, blocking copies inside ops...); where it
+is not, PyTorch's sync debug mode, switched on while any ledger is open, reports them as
+warnings, caught here with the caller's stack. Never both: one detector per wait. Wrappers around
+the copy entry points classify transfers by `syncledger.rules` from what the call did (neither
+detector says what a non_blocking copy through pageable memory was); wrappers around stream,
+event and device synchronize and `empty_cache` record those. Each wrapper suppresses the events
+its own call raises. With no ledger but a wait timer open (a time pass), the synchronizing
+wrappers time the host's wait inside their call instead (syncledger.wait_timer); nothing else
+pays. Wrappers around indexing and around ops that read the device only name the op, and for
 indexing the kind of each wait (from the rules).
 
 Transparency comes first: every wrapper passes the call through with its own arguments,
 whatever PyTorch accepts now or later, and returns its result or raises its error unchanged. What
 the ledger cannot classify is recorded as `unclassified` with a warning (once per op), never
-raised into the program; and nothing is intercepted while torch.compile traces.
+raised into the program; and nothing is intercepted while torch.compile traces. With CUPTI
+attached, the program's own sync debug mode is left as it set it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import torch.nn.functional as F
 
 from syncledger import cupti
 from syncledger.classify import CALL, classification_failed, implicit_kind
-from syncledger.events import SyncKind, call_site, capture_stack
+from syncledger.events import SyncKind, capture_stack
 from syncledger.platform import cuda_present
 from syncledger.record import record_sync
 from syncledger.rules import (
@@ -46,9 +48,10 @@ from syncledger.rules import (
     classify_h2d,
     copy_host_memory,
     getitem_kinds,
+    index_arg,
     setitem_kinds,
 )
-from syncledger.state import STATE, watching
+from syncledger.state import PROCESS_LEDGERS, STATE, watching
 from syncledger.wait_timing import add_wait, timed
 
 _SYNC_WARNING = "called a synchronizing CUDA operation"
@@ -57,6 +60,7 @@ _WARN = 1  # torch's sync debug mode "warn"
 _LOCK = threading.Lock()
 _installed = False
 _open = 0  # ledgers open in this process, on any thread
+_forced = False  # the ledger switched the sync debug mode to "warn"; _saved_mode was the program's
 _saved_mode = 0
 _next_showwarning: Callable[..., None] = warnings.showwarning
 _HOOKS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -82,6 +86,8 @@ def install() -> None:
     """Install the interceptors in this process (once; they pass everything through while no
     ledger records the calling thread). Done by the first ledger where CUDA is present."""
     global _installed
+    if _installed:
+        return
     with _LOCK:
         if not _installed:
             _install()
@@ -92,22 +98,22 @@ def detectors() -> tuple[str, ...]:
     """The detectors that see this process's syncs on CUDA now (empty without CUDA)."""
     if not (_has_cuda() and _installed):
         return ()
-    found = ("interceptor", "sync_debug_mode")
-    return (*found, "cupti") if cupti.attached() else found
+    return ("interceptor", "cupti") if cupti.attached() else ("interceptor", "sync_debug_mode")
 
 
 def ledger_opened() -> None:
-    """A ledger opened: install once, switch the debug mode on and attach CUPTI for the first."""
-    global _open, _saved_mode
+    """A ledger opened: install once and attach CUPTI for the first; without CUPTI, switch the
+    sync debug mode on while any ledger is open."""
+    global _open
     if not _has_cuda():
         return
     install()
+    cupti.attach()
     with _LOCK:
         _open += 1
-        if _open == 1:
-            _saved_mode = _get_debug_mode()
-            _set_debug_mode(_WARN)
-    cupti.attach()
+        first = _open == 1
+    if first:  # CUPTI attaching or detaching meanwhile sets it again (ON_CHANGE)
+        _set_debug_mode_for_ledgers()
     _hook_warnings()
 
 
@@ -117,8 +123,27 @@ def ledger_closed() -> None:
         return
     with _LOCK:
         _open -= 1
-        if _open == 0:
+        last = _open == 0
+    if last:
+        _set_debug_mode_for_ledgers()
+
+
+def _set_debug_mode_for_ledgers() -> None:
+    """Set the sync debug mode to warn while a ledger is open and CUPTI is not attached;
+    otherwise leave the mode the program set, which the ledger then neither reads nor changes."""
+    global _forced, _saved_mode
+    with _LOCK:
+        wanted = _open > 0 and not cupti.attached()
+        if wanted and not _forced:
+            _saved_mode = _get_debug_mode()
+            _set_debug_mode(_WARN)
+            _forced = True
+        elif _forced and not wanted:
             _set_debug_mode(_saved_mode)
+            _forced = False
+
+
+cupti.ON_CHANGE.append(_set_debug_mode_for_ledgers)
 
 
 def _hook_warnings() -> None:
@@ -137,11 +162,11 @@ def _showwarning(
 ) -> None:
     if _SYNC_WARNING in str(message):
         try:
-            if watching() and not STATE.suppress and not cupti.claim(call_site(2)):
+            if watching() and not STATE.suppress and not cupti.attached():
                 record_sync(implicit_kind(), "implicit", detector="sync_debug_mode")
         except Exception as exc:  # never into the program
             classification_failed("a sync debug mode warning", exc)
-        if _saved_mode != _WARN:  # the user had not asked for these warnings themselves
+        if _forced and _saved_mode != _WARN:  # raised only because the ledger asked for them
             return
     elif filename.startswith(_HOOKS_DIR):
         # raised inside a wrapped C function: Python names the wrapper's frame; show the caller's
@@ -156,14 +181,21 @@ def _showwarning(
 
 def _watching() -> bool:
     """A ledger records this thread, no interceptor records the call itself, the call is not one
-    the emulated device classifies (its own door records it), and torch.compile is not tracing."""
-    return watching() and not STATE.suppress and not STATE.emulated
+    the emulated device classifies (its own door records it), and torch.compile is not tracing
+    (asked last: it is the dearest question, and only a recorded thread asks it)."""
+    st = STATE
+    if st.suppress or st.emulated or not (st.ledgers or PROCESS_LEDGERS):
+        return False
+    return not _compiling()
 
 
 def _timing() -> bool:
     """A wait timer is open on this thread (syncledger.wait_timer), no ledger records it, and
     the call is CUDA's own (the emulated device's door times its own)."""
-    return bool(STATE.wait_timers) and not STATE.emulated and not _compiling() and not watching()
+    st = STATE
+    if not st.wait_timers or st.emulated or watching():
+        return False
+    return not _compiling()
 
 
 def _timed_transfer(
@@ -212,7 +244,7 @@ def _named(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _timing() and args and getattr(args[0], "is_cuda", False):
             return timed(SyncKind.D2H_READ, fn, *args, **kwargs)
-        if _compiling() or STATE.op is not None or not _watching():
+        if STATE.op is not None or not _watching():
             return fn(*args, **kwargs)
         STATE.op = op
         try:
@@ -223,14 +255,26 @@ def _named(op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _indexing(op: str, fn: Callable[..., Any], rule: Callable[..., list[SyncKind]]) -> Any:
-    """Name `t[...]` / `t[...] = v`, and classify its waits by `rule` when one is seen."""
+def _indexing(
+    op: str,
+    fn: Callable[..., Any],
+    rule: Callable[..., list[SyncKind]],
+    waitless: Callable[..., bool],
+) -> Any:
+    """Name `t[...]` / `t[...] = v`, and classify its waits by `rule` when one is seen; a call
+    `waitless(*args)` says makes no wait runs as it is (the common, sync-free indexing)."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _compiling() or STATE.op is not None or not _watching():
+        if STATE.op is not None or not _watching():
             return fn(self, *args, **kwargs)
         if not getattr(self, "is_cuda", False):
+            return fn(self, *args, **kwargs)
+        try:
+            cannot_wait = waitless(*args)
+        except Exception:  # it cannot tell: the call may wait
+            cannot_wait = False
+        if cannot_wait:
             return fn(self, *args, **kwargs)
         STATE.op = op
         CALL.rule, CALL.args = rule, (self, *args)
@@ -243,6 +287,38 @@ def _indexing(op: str, fn: Callable[..., Any], rule: Callable[..., list[SyncKind
     return wrapper
 
 
+_BASIC_INDEX = (int, slice, type(None), type(Ellipsis))
+
+
+def _basic(index: object) -> bool:
+    """Ints, slices, None and Ellipsis (or a tuple of them): a view, never a wait."""
+    if type(index) is tuple:
+        for part in index:  # noqa: SIM110  # a loop is quicker than all(...) per indexing call
+            if not isinstance(part, _BASIC_INDEX):
+                return False
+        return True
+    return isinstance(index, _BASIC_INDEX)
+
+
+def _device_index(index: object) -> bool:
+    """One device tensor of integers (not a mask, by the rules): never a wait."""
+    return (
+        isinstance(index, torch.Tensor)
+        and index.is_cuda
+        and not index_arg(True, index.dtype).is_mask
+    )
+
+
+def _getitem_waitless(index: object) -> bool:
+    return _basic(index) or _device_index(index)
+
+
+def _setitem_waitless(index: object, value: object) -> bool:
+    """A device tensor written through a basic or device index: on the device, never a wait."""
+    on_device = isinstance(value, torch.Tensor) and value.is_cuda
+    return on_device and (_basic(index) or _device_index(index))
+
+
 def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Record one `kind` sync per call of `fn` and swallow the events it raises itself."""
 
@@ -250,7 +326,7 @@ def _recorded(kind: SyncKind, op: str, fn: Callable[..., Any]) -> Callable[..., 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _timing():
             return timed(kind, fn, *args, **kwargs)
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(*args, **kwargs)
         record_sync(kind, op)
         return _suppressed(fn, *args, **kwargs)
@@ -264,7 +340,7 @@ def _counted(op: str, waits: Callable[..., int], fn: Callable[..., Any]) -> Call
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(*args, **kwargs)
         try:
             n = waits(*args, **kwargs)
@@ -330,7 +406,7 @@ _COPY_NON_BLOCKING = _non_blocking_at(1)  # copy_(src, non_blocking=False)
 
 def _moved(src: torch.Tensor, out: Any) -> tuple[str, str] | None:
     """(from, to) device types when the call copied between host and a GPU, else None."""
-    if out is src:
+    if out is src or src.is_cuda == out.is_cuda:  # asked first: cheaper than the devices
         return None
     pair = (src.device.type, out.device.type)
     return pair if pair in (("cpu", "cuda"), ("cuda", "cpu")) else None
@@ -358,7 +434,7 @@ def _method_transfer(
         if _timing():
             nb = non_blocking(args, kwargs)
             return _timed_transfer(fn, (self, *args), kwargs, lambda o: _transfer_kind(self, o, nb))
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(self, *args, **kwargs)
         out = _suppressed(fn, self, *args, **kwargs)
         _record(op, lambda: _transfer_kind(self, out, non_blocking(args, kwargs)))
@@ -372,6 +448,8 @@ def _copy_kind(
 ) -> tuple[SyncKind | None, int | None]:
     src = args[0] if args else kwargs["src"]
     if not hasattr(src, "device"):  # a Python number fills the tensor: no transfer
+        return None, None
+    if dst.is_cuda == src.is_cuda:  # on one side of the bus: no transfer
         return None, None
     non_blocking = _COPY_NON_BLOCKING(args, kwargs)
     if dst.is_cuda and src.device.type == "cpu":
@@ -390,7 +468,7 @@ def _wrap_copy(fn: Callable[..., Any]) -> Callable[..., Any]:
             return _timed_transfer(
                 fn, (self, *args), kwargs, lambda _o: _copy_kind(self, args, kwargs)
             )
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(self, *args, **kwargs)
         out = _suppressed(fn, self, *args, **kwargs)
         _record("copy_", lambda: _copy_kind(self, args, kwargs))
@@ -415,7 +493,7 @@ def _from_host_data(op: str, fn: Callable[..., Any], data_at: int) -> Callable[.
         if _timing():
             data = args[data_at] if len(args) > data_at else kwargs.get("data")
             return _timed_transfer(fn, args, kwargs, lambda o: _from_host_kind(data, o))
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(*args, **kwargs)
         out = _suppressed(fn, *args, **kwargs)
         data = args[data_at] if len(args) > data_at else kwargs.get("data")
@@ -428,7 +506,7 @@ def _from_host_data(op: str, fn: Callable[..., Any], data_at: int) -> Callable[.
 def _wrap_empty_cache(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def empty_cache(*args: Any, **kwargs: Any) -> Any:
-        if _compiling() or not _watching():
+        if not _watching():
             return fn(*args, **kwargs)
         before = torch.cuda.memory_reserved()
         out = _suppressed(fn, *args, **kwargs)
@@ -488,10 +566,12 @@ def _patches() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[.
         return _counted("unique", _unique_dim_waits, _named("unique", fn))
 
     def getitem(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return _indexing("getitem", fn, lambda t, i: getitem_kinds(i, t.dim()))
+        rule = lambda t, i: getitem_kinds(i, t.dim())  # noqa: E731
+        return _indexing("getitem", fn, rule, _getitem_waitless)
 
     def setitem(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return _indexing("setitem", fn, lambda t, i, v: setitem_kinds(i, t.dim(), v))
+        rule = lambda t, i, v: setitem_kinds(i, t.dim(), v)  # noqa: E731
+        return _indexing("setitem", fn, rule, _setitem_waitless)
 
     return [
         *named,

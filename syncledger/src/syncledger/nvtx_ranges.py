@@ -1,5 +1,7 @@
 """NVTX push/pop: the `nvtx` package when installed, else torch.cuda.nvtx in a CUDA build of torch,
-else nothing."""
+else nothing. Nothing too where the `nvtx` package finds no tool attached (the tool, Nsight
+Systems say, is injected when the process starts): a range would go nowhere, and a region
+would pay two calls for it."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ def _from_nvtx_package() -> tuple[PushFn, PopFn, str] | None:
     except ImportError:
         return None
     domain = nvtx.get_domain("harness")
+    if not hasattr(domain, "handle"):  # a DummyDomain: no tool is attached to take ranges
+        return _noop_push, _noop_pop, "nvtx (no tool attached: ranges skipped)"
     attrs: dict[str, object] = {}  # event attributes are cached per name: building them costs µs
 
     def push(name: str) -> None:
@@ -64,3 +68,4 @@ def pick_backend() -> tuple[PushFn, PopFn, str]:
 
 
 PUSH, POP, BACKEND = pick_backend()
+MARKS = PUSH is not _noop_push  # whether regions push ranges at all

@@ -1,31 +1,27 @@
-"""Appending one sync event to every ledger that records this thread."""
+"""Appending one sync event to every ledger that records this thread.
+
+Recording takes what identifies the sync at that moment and formats nothing: the site as code
+objects and instructions (`events.capture_site`), the region path, step and tags as they are.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
 
-from syncledger.events import SyncEvent, SyncKind, capture_stack
-from syncledger.state import STATE, current_region, open_ledgers
+from syncledger.events import SyncEvent, SyncKind, capture_site
+from syncledger.state import PROCESS_LEDGERS, STATE
+
+_current_thread = threading.current_thread
+_pid = os.getpid()
 
 
-def make_event(kind: SyncKind, op: str, nbytes: int | None, detector: str, skip: int) -> SyncEvent:
-    stack = capture_stack(skip + 1)
-    top = stack[0] if stack else ("<unknown>", 0, "<unknown>")
-    return SyncEvent(
-        kind=kind,
-        op=STATE.op or op,
-        region=current_region(),
-        location=f"{top[0]}:{top[1]}",
-        function=top[2],
-        stack=stack,
-        step=STATE.step,
-        nbytes=nbytes,
-        tags=STATE.tags,
-        thread=threading.current_thread().name,
-        pid=os.getpid(),
-        detector=detector,
-    )
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def record_sync(
@@ -38,12 +34,27 @@ def record_sync(
 ) -> SyncEvent | None:
     """Record one sync in every ledger recording this thread (nothing when none is, or while an
     interceptor records the call itself); the event, or None."""
-    if STATE.suppress:
+    st = STATE
+    if st.suppress:
         return None
-    ledgers = open_ledgers()
-    if not ledgers:
+    mine = st.ledgers
+    if not (mine or PROCESS_LEDGERS):
         return None
-    event = make_event(kind, op, nbytes, detector, skip)
-    for ledger in ledgers:
+    regions = st.regions
+    event = SyncEvent(
+        kind,
+        st.op or op,
+        regions[-1] if regions else "",
+        capture_site(skip),
+        st.step,
+        nbytes,
+        st.tags,
+        _current_thread().name,
+        _pid,
+        detector,
+    )
+    for ledger in mine:
+        ledger.events.append(event)
+    for ledger in PROCESS_LEDGERS:
         ledger.events.append(event)
     return event

@@ -8,68 +8,86 @@ import torch
 
 from syncledger import nvtx_ranges
 from syncledger.events import RegionEntry
-from syncledger.state import STATE, open_ledgers
+from syncledger.state import PROCESS_LEDGERS, STATE
 
 _profiler_enabled = torch._C._autograd._profiler_enabled
+_tuple = tuple.__new__
 
 
-_PUSH, _POP = nvtx_ranges.PUSH, nvtx_ranges.POP
+_PUSH, _POP, _MARKS = nvtx_ranges.PUSH, nvtx_ranges.POP, nvtx_ranges.MARKS
 
 
 class region:
     """Mark a named region; regions nest and their paths join with '/'. A name is one
     component of that path: `region("scheduler", "prepare")` is one region two levels down
-    (one NVTX range, one ledger entry), `region("scheduler", "prepare")` is refused.
+    (one NVTX range, one ledger entry), `region("scheduler/prepare")` is refused.
 
-    Cost with no ledger, timer or profiler active: one NVTX push/pop and a list push/pop.
+    Cost with no ledger, timer or profiler active: one NVTX push/pop (none where no NVTX tool
+    is attached) and a list push/pop.
     The profiler does not see NVTX ranges, so a `record_function` label is added only while
     a PyTorch profiler is recording (entering one costs ~6 µs even with no profiler).
     """
 
-    __slots__ = ("_label", "_t0", "name", "path")
+    __slots__ = ("_extra", "_regions", "name", "path")
 
     def __init__(self, *names: str) -> None:
-        for name in names:
-            if not isinstance(name, str) or not name or "/" in name:
+        if len(names) == 1:  # the common case, checked without a loop
+            name = names[0]
+            if type(name) is not str or not name or "/" in name:
                 _refuse(name)
-        if not names:
-            raise TypeError("region() needs a name, e.g. region('metadata')")
-        self.name = "/".join(names)
-        self._label: object | None = None
-        self._t0 = 0
+            self.name = name
+        else:
+            if not names:
+                raise TypeError("region() needs a name, e.g. region('metadata')")
+            for name in names:
+                if not isinstance(name, str) or not name or "/" in name:
+                    _refuse(name)
+            self.name = "/".join(names)
+        # (profiler label or None, start ns or 0) while a profiler or a timer is on, else None
+        self._extra: tuple[object | None, int] | None = None
 
     def __enter__(self) -> region:
         st = STATE
-        regions = st.regions
-        path = regions[-1] + "/" + self.name if regions else self.name
-        self.path = path
+        regions = self._regions = st.regions
+        path = self.path = regions[-1] + "/" + self.name if regions else self.name
         regions.append(path)
-        _PUSH(path)
-        ledgers = open_ledgers()
-        if ledgers:
-            entry = RegionEntry(path, st.step, st.tags)
-            for ledger in ledgers:
+        if _MARKS:
+            _PUSH(path)
+        mine = st.ledgers
+        if mine or PROCESS_LEDGERS:
+            entry = _tuple(RegionEntry, (path, st.step, st.tags))  # RegionEntry(...), one call less
+            for ledger in mine:
                 ledger.region_entries.append(entry)
-        if _profiler_enabled():
-            self._label = torch.profiler.record_function(path)
-            self._label.__enter__()  # type: ignore[attr-defined]
-        if st.timers:
-            self._t0 = perf_counter_ns()
+            for ledger in PROCESS_LEDGERS:
+                ledger.region_entries.append(entry)
+        if _profiler_enabled() or st.timers:
+            self._extra = self._labelled_and_timed(path, st.timers)
         return self
 
+    def _labelled_and_timed(self, path: str, timers: list[object]) -> tuple[object | None, int]:
+        label = None
+        if _profiler_enabled():
+            label = torch.profiler.record_function(path)
+            label.__enter__()
+        return label, perf_counter_ns() if timers else 0
+
     def __exit__(self, *exc: object) -> None:
-        st = STATE
-        if self._t0:
-            t1 = perf_counter_ns()
-            sample = (self.path, st.step, st.tags, self._t0, t1)
+        if self._extra is not None:
+            self._end_extra(perf_counter_ns())
+        if _MARKS:
+            _POP()
+        self._regions.pop()
+
+    def _end_extra(self, t1: int) -> None:
+        label, t0 = self._extra  # type: ignore[misc]
+        self._extra = None
+        if t0:
+            st = STATE
+            sample = (self.path, st.step, st.tags, t0, t1)
             for timer in st.timers:
-                timer.samples.append(sample)
-            self._t0 = 0
-        if self._label is not None:
-            self._label.__exit__(None, None, None)  # type: ignore[attr-defined]
-            self._label = None
-        _POP()
-        st.regions.pop()
+                timer.samples.append(sample)  # type: ignore[attr-defined]
+        if label is not None:
+            label.__exit__(None, None, None)  # type: ignore[attr-defined]
 
 
 def _refuse(name: object) -> None:
