@@ -133,7 +133,8 @@ _CWD = os.getcwd() + os.sep
 MAX_STACK_DEPTH = 16
 
 
-def _is_machinery(filename: str) -> bool:
+def is_machinery(filename: str) -> bool:
+    """Whether a frame in this file is torch's, the ledger's or a runner's, not the program's."""
     return (
         filename.startswith(_SKIP_PREFIXES)
         or filename in _SKIP_FILES
@@ -157,6 +158,11 @@ def _short(filename: str) -> str:
     return filename[len(_CWD) :] if filename.startswith(_CWD) else filename
 
 
+def absolute_file(filename: str) -> str:
+    """A frame's file as an absolute path (frames under the working folder are kept short)."""
+    return filename if os.path.isabs(filename) or filename.startswith("<") else _CWD + filename
+
+
 def call_site(skip: int = 1) -> tuple[int, int] | None:
     """Identity of the Python frame, and its instruction, that called into the ledger's hooks:
     a CUPTI callback and the sync debug mode's warning raised by the same call see the same."""
@@ -170,7 +176,7 @@ def caller_frame(frame: FrameType | None) -> Frame | None:
     """The first frame from `frame` outwards that is not torch's or the ledger's machinery."""
     while frame is not None:
         code = frame.f_code
-        if not _is_machinery(code.co_filename):
+        if not is_machinery(code.co_filename):
             return (_short(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
@@ -183,7 +189,7 @@ def capture_stack(skip: int = 1) -> tuple[Frame, ...]:
     while frame is not None and len(out) < MAX_STACK_DEPTH:
         code = frame.f_code
         filename = code.co_filename
-        if not _is_machinery(filename):
+        if not is_machinery(filename):
             out.append((_short(filename), frame.f_lineno, code.co_name))
         frame = frame.f_back
     return tuple(out)
