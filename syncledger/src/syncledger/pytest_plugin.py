@@ -149,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # the snapshot file and the outputs are checked before any worker starts or test runs
     with exit_on_input_error():
-        if not hasattr(config, "workerinput"):  # xdist's workers get the controller's rootdir
+        if not hasattr(config, "workerinput"):  # xdist's controller checks before they start
             check_rootdir(config, PATH_FLAGS)
         opts = snapshot_options(config)
         if opts is not None and not config.option.collectonly:

@@ -48,12 +48,11 @@ def check_rootdir(config: pytest.Config, options: tuple[str, ...]) -> None:
     for flag, value in itertools.pairwise(words):
         if flag not in options or not (base / value).exists():
             continue
-        without = _rootdir(config, list(config.option.file_or_dir))
+        without = _rootdir(config, list(config.option.file_or_dir or ()))
         if without != config.rootpath:
             raise InputError(
                 f"pytest took the existing {value} for a test path (a plugin's options are "
                 f"read after it chooses its rootdir) and rooted this run at {config.rootpath} "
-                f"instead of {without}, without its configuration; write it as one word: "
-                f"{flag}={value}",
+                f"instead of {without}; write it as one word: {flag}={value}",
                 key=flag,
             )
