@@ -12,12 +12,17 @@ GPU_OUT ?= results/gpu
 TORCH_VERSION ?= 2.13.0
 
 VENV := .venv
+# What a project that adopts the sync ledger has: torch and pytest, nothing of the harness. The
+# ledger's wheel is installed beside it by tests/integration/test_adopter_wheel.py.
+ADOPTER := $(VENV)/adopter
 ifeq ($(strip $(PYTHON)),)
 PY := $(VENV)/bin/python
-SETUP := $(VENV)/.installed
+SETUP := $(VENV)/.installed $(ADOPTER)/.installed
+ADOPTER_VENV := $(ADOPTER)
 else
 PY := $(PYTHON)
 SETUP :=
+ADOPTER_VENV :=
 export PYTHONPATH := $(CURDIR):$(CURDIR)/syncledger/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 endif
 
@@ -36,20 +41,28 @@ TEST_WORKERS ?= 2
 
 setup: $(SETUP)
 
+# pip byte-compiles what it installs one file at a time; compiling afterwards on every core is
+# quicker. Left to compile when first imported: the packages' own test suites, pip and
+# setuptools, and transformers' model zoo (a run imports only the models it loads): two fifths
+# of the files, of which a run imports a few.
+compile = $(1)/bin/python -c "import compileall, re, sysconfig; \
+	compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0, \
+	rx=re.compile(r'/(tests?|pip|setuptools)/|/transformers/models/'))"
+
 $(VENV)/.installed: pyproject.toml syncledger/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it so pip never pulls a CUDA build.
-	# pip byte-compiles what it installs one file at a time; compiling afterwards on every core
-	# is quicker. Left to compile when first imported: the packages' own test suites, pip and
-	# setuptools, and transformers' model zoo (a run imports only the models it loads): two fifths
-	# of the files, of which a run imports a few.
 	$(VENV)/bin/python -m pip install -q --no-compile -e ./syncledger -e ".[dev]" "torch==$(TORCH_VERSION)"
-	$(VENV)/bin/python -c "import compileall, re, sysconfig; \
-		compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0, \
-		rx=re.compile(r'/(tests?|pip|setuptools)/|/transformers/models/'))"
+	$(call compile,$(VENV))
 	# upstream sglang's releases that `fidelity --execute` runs: their files only, no dependencies
 	$(VENV)/bin/python -c "from harness.upstream.releases import install_default_releases as i; i()"
+	touch $@
+
+$(ADOPTER)/.installed:
+	python3 -m venv $(ADOPTER)
+	$(ADOPTER)/bin/python -m pip install -q --no-compile "torch==$(TORCH_VERSION)" pytest
+	$(call compile,$(ADOPTER))
 	touch $@
 
 # The strict sync gate is a test (tests/integration/test_gate_strict.py): it shares its count passes with
@@ -59,7 +72,7 @@ $(VENV)/.installed: pyproject.toml syncledger/pyproject.toml
 test: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
+	env -u PYTHONDONTWRITEBYTECODE ADOPTER_VENV=$(ADOPTER_VENV) $(PY) -m pytest -q $$($(PY) -c "import xdist" 2>/dev/null && echo --numprocesses=$(TEST_WORKERS) --dist=worksteal)
 
 lint: $(SETUP)
 	$(PY) -m ruff check $(LINT_PATHS)

@@ -25,6 +25,7 @@ LINKED = [
     *PAGES,
     *sorted((REPO / "results").glob("*/README.md")),
     REPO / "examples/tinyserve/README.md",
+    REPO / "syncledger/README.md",
 ]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
@@ -45,6 +46,21 @@ def test_the_ledger_example_runs_as_written(capsys: pytest.CaptureFixture[str]) 
     table = capsys.readouterr().out
     assert table.startswith("1 syncs at 1 locations")
     assert "d2h_read" in table and "step/metadata" in table and "docs/ledger.md:" in table
+
+
+def test_the_ledger_readme_example_prints_what_it_shows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """syncledger/README.md (also the wheel's description): its first example, as `example.py`
+    in the working folder, prints the table shown below it."""
+    text = (REPO / "syncledger" / "README.md").read_text()
+    blocks = list(FENCE.finditer(text))
+    first = next(i for i, m in enumerate(blocks) if m[1] == "python")
+    code, shown = blocks[first][2], blocks[first + 1][2]
+    exec(compile(code, "example.py", "exec"), {"__name__": "__readme__"})
+    # run as a script it has no callers; here this test calls it
+    out = capsys.readouterr().out.splitlines(keepends=True)
+    assert "".join(ln for ln in out if not ln.startswith("        called from ")) == shown
 
 
 def test_every_other_python_snippet_runs(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -101,6 +104,44 @@ def test_max_syncs_counts_only_the_given_kinds() -> None:
 def test_max_syncs_rejects_bad_budgets(bad: object) -> None:
     with pytest.raises(ValueError, match="non-negative int"):
         max_syncs(bad)  # type: ignore[arg-type]
+
+
+def test_an_empty_kinds_list_is_refused() -> None:
+    """A budget on no kind could never fail."""
+    with pytest.raises(ValueError, match="the list is empty"):
+        max_syncs(0, kinds=[])
+    with pytest.raises(ValueError, match="the list is empty"):
+        SyncLedger().count([])
+
+
+def test_within_counts_only_syncs_made_through_the_named_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "within_ops_pkg"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("def longest(x):\n    return int(x.max())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ops = importlib.import_module(name)
+    try:
+        with emulated_device() as dev:
+            x = torch.tensor([3, 1], device=dev)
+            with SyncLedger() as led:
+                x.tolist()  # the caller's own read
+                ops.longest(x)
+            assert (led.count(), led.count(within=name)) == (2, 1)
+            assert led.count(within=[str(tmp_path / name)]) == 1  # a folder, by path
+            with max_syncs(0, within=name):
+                x.tolist()
+            over = pytest.raises(SyncBudgetExceeded, match=f"1 host-device syncs within {name}")
+            with over, max_syncs(0, within=name):
+                ops.longest(x)
+    finally:
+        sys.modules.pop(name, None)
+    for bad, message in (([], "within is empty"), ("no/such/dir", "no such file or folder")):
+        with pytest.raises(ValueError, match=message):
+            max_syncs(0, within=bad)
+    with pytest.raises(ValueError, match="not an importable module"):
+        max_syncs(0, within="no_such_package_here")
 
 
 def test_closing_a_ledger_on_another_thread_is_an_error() -> None:

@@ -322,3 +322,65 @@ def test_an_interrupted_session_writes_nothing(pytester, project):
     result.stdout.fnmatch_lines(
         ["*the session did not finish: no snapshot file or output written*"]
     )
+
+
+def test_sync_within_keeps_only_the_named_code(pytester, project):
+    """The ini option scopes every entry to the code under test (here by path); the file says
+    so, and a run with another scope is refused."""
+    pytester.makepyfile(
+        test_y="""
+        import torch
+        from ops import plan
+
+        def test_checks_on_the_host():
+            lens = torch.tensor([3, 9], device="cuda")
+            assert plan(lens) == 9
+            assert lens.tolist() == [3, 9]
+        """
+    )
+    pytester.makeini("[pytest]\nsync_within = ops.py\n")
+    result = run_emu(pytester, "--sync-snapshot")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["sync snapshots: *, counting syncs within ops.py"])
+    data = snapshots(project)
+    assert data["within"] == ["ops.py"]
+    assert data["tests"]["test_y.py::test_checks_on_the_host"] == {"plan": {PLAN_SITE: 1}}
+    pytester.makeini("[pytest]\nsync_within = test_y.py\n")
+    refused = run_emu(pytester, "--sync-snapshot")
+    assert refused.ret == 2
+    (line,) = refused.stderr.lines
+    assert (
+        f"{FILE}: within: recorded within ['ops.py'], this run counts within ['test_y.py']" in line
+    )
+    (project / FILE).unlink()
+    pytester.makeini("[pytest]\nsync_within = nosuchpkg\n")
+    unknown = run_emu(pytester, "--sync-snapshot")
+    assert unknown.ret == 2
+    (line,) = unknown.stderr.lines
+    assert "tox.ini: sync_within: 'nosuchpkg' is not an importable module or package" in line
+
+
+def test_an_output_path_never_changes_the_snapshot_file(pytester, monkeypatch):
+    """pytest roots a run at an existing path that follows a plugin's option as a word of its
+    own (it reads such options after choosing its rootdir): the run is refused, naming the
+    one-word form, which keeps the project's own file."""
+    proj = pytester.mkdir("proj")
+    (proj / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (proj / "ops.py").write_text(OPS.format(extra="pass"))
+    (proj / "test_x.py").write_text(TESTS)
+    monkeypatch.chdir(proj)
+    run_emu(pytester, "--sync-snapshot", "--sync-snapshot-json", "../verdict.json")
+    assert (proj / FILE).exists() and (pytester.path / "verdict.json").exists()
+    for mode in ("--sync-snapshot", "--sync-snapshot-strict"):
+        moved = run_emu(pytester, mode, "--sync-snapshot-json", "../verdict.json")
+        assert moved.ret == 2
+        moved.stderr.fnmatch_lines(
+            [
+                "*--sync-snapshot-json: pytest took the existing ../verdict.json for a test "
+                f"path *rooted this run at {pytester.path} instead of {proj}*"
+                "--sync-snapshot-json=../verdict.json"
+            ]
+        )
+    assert not (pytester.path / FILE).exists()
+    one_word = run_emu(pytester, "--sync-snapshot-strict", "--sync-snapshot-json=../verdict.json")
+    one_word.assert_outcomes(passed=3)

@@ -66,7 +66,7 @@ def test_sessions_writing_at_once_keep_each_others_entries(tmp_path: Path) -> No
 
     def writer(w: int) -> None:
         for i in range(6):
-            apply_changes(path, "f", "emu", {f"t.py::w{w}_{i}": {}}, set())
+            apply_changes(path, "f", "emu", (), {f"t.py::w{w}_{i}": {}}, set())
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
     for t in threads:

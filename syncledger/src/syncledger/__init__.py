@@ -30,6 +30,8 @@ _HOME = {
     "SyncEvent": ("events", "SyncEvent"),
     "SyncKind": ("events", "SyncKind"),
     "SyncBudgetExceeded": ("failures", "SyncBudgetExceeded"),
+    "SyncMeasuredNothing": ("failures", "SyncMeasuredNothing"),
+    "SyncMeasuredNothingWarning": ("failures", "SyncMeasuredNothingWarning"),
     "SyncLedger": ("ledger", "SyncLedger"),
     "max_syncs": ("ledger", "max_syncs"),
     "NVTX_BACKEND": ("nvtx_ranges", "BACKEND"),
@@ -47,6 +49,8 @@ _HOME = {
     "WaitSample": ("wait_timing", "WaitSample"),
     "WaitTimer": ("wait_timing", "WaitTimer"),
     "wait_timer": ("wait_timing", "wait_timer"),
+    "Within": ("within", "Within"),
+    "resolve_within": ("within", "resolve_within"),
 }
 __all__ = sorted(_HOME)
 

@@ -4,17 +4,23 @@ ledger.
 The script runs as `__main__` on the chosen device; code that says `"cuda"` runs on the emulated
 device when that is chosen. The ledger records every thread of the process (`--thread-only`:
 the main thread alone) and the children it forks; processes it starts otherwise are counted, not
-followed. Its syncs are printed by location afterwards, with the detectors that saw them, also
-when it fails:
-an exception prints the script's own traceback and gives exit 1; `sys.exit(...)` keeps its code
-(a message is printed and gives 1), as Python itself does.
+followed. As Python does at exit, the command waits for the threads the script started that
+are not daemons; a daemon thread still running then is named, as its later syncs are not in the
+ledger. Its syncs are printed by location afterwards, once (a forked child that returns from the
+script prints nothing: the parent merges its syncs), with the detectors that saw them, also
+when it fails: an exception prints the script's own traceback and gives exit 1 (what the
+emulated device cannot run, one line at the script's line); `sys.exit(...)` keeps its code (a
+message is printed and gives 1), as Python itself does. `--json` is relative to where the
+command started, wherever the script moves.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
 import sys
+import threading
 import traceback
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +37,8 @@ from syncledger.errors import (
     stop_reason,
     stop_signal,
 )
-from syncledger.outputs import write_atomic
+from syncledger.limits import limit_line
+from syncledger.outputs import check_writable, write_atomic
 
 EXIT_CODES = (
     "exit codes: the script's own, 1 when it raises, 2 bad input or usage, 3 the environment "
@@ -98,10 +105,32 @@ def _run_script(script: Path) -> int:
         print(stop_reason(signum), file=sys.stderr)
         return 128 + signum
     except Exception as exc:
+        line = limit_line(exc)
+        if line is not None:
+            print(line, file=sys.stderr)
+            return 1
         tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         return 1
     return 0
+
+
+def _join_threads(before: set[threading.Thread], code: int) -> tuple[int, list[str]]:
+    """Wait, as Python does at exit, for the threads the script started that are not daemons
+    (and the ones they start); the exit code (128 + N if signal N stops the wait), and the
+    names of the script's daemon threads still running."""
+    try:
+        while waiting := [
+            t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()
+        ]:
+            for t in waiting:
+                t.join()
+    except KeyboardInterrupt as exc:
+        signum = stop_signal(exc)
+        print(stop_reason(signum), file=sys.stderr)
+        code = 128 + signum
+    running = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+    return code, running
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,21 +147,33 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc), key="--device") from None
     check_environment()
+    json_path = None if args.json is None else Path.cwd() / args.json  # before the script moves
+    if json_path is not None:
+        check_writable(json_path.parent, "--json")
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     # the launcher's own frames are not where a script's syncs come from
     skip_frames_of(__file__, str(Path(syncledger.__file__).with_name("__main__.py")))
     saved_argv = sys.argv
     sys.argv = [str(script), *script_args]
+    pid, before = os.getpid(), set(threading.enumerate())
     try:
         scope = "thread" if args.thread_only else "process"
         with use_device(kind) as info, SyncLedger(scope=scope) as ledger:
-            code = _run_script(script)
+            code, running = _join_threads(before, _run_script(script))
     finally:
         sys.argv = saved_argv
+    if os.getpid() != pid:  # a forked child that returned from the script: its parent reports
+        return code
     print(f"device: {info.kind} ({info.name}); {ledger.describe_detectors()}", file=sys.stderr)
+    if running:
+        print(
+            f"note: {len(running)} daemon thread(s) of the script still running at its end "
+            f"({', '.join(running)}): what they sync afterwards is not counted",
+            file=sys.stderr,
+        )
     print(ledger.format_table(args.stack_depth))
-    if args.json is not None:
-        write_atomic(args.json, ledger.to_json())
+    if json_path is not None:
+        write_atomic(json_path, ledger.to_json())
     return code
 
 

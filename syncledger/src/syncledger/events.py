@@ -195,7 +195,8 @@ _MACHINERY: dict[str, bool] = {}
 _MACHINERY_MODULES: dict[object, bool] = {}
 
 
-def _is_machinery(filename: str) -> bool:
+def is_machinery(filename: str) -> bool:
+    """Whether a frame in this file is torch's, the ledger's or a runner's, not the program's."""
     return (
         filename.startswith(_SKIP_PREFIXES)
         or filename in _SKIP_FILES
@@ -210,7 +211,7 @@ def _machinery_module(globals_: dict[str, object]) -> bool:
     file, name = globals_.get("__file__"), globals_.get("__name__")
     if not isinstance(file, str):
         return False
-    return _is_machinery(file) or _is_machinery(f"<frozen {name}>")
+    return is_machinery(file) or is_machinery(f"<frozen {name}>")
 
 
 def skip_frames_of(*filenames: str) -> None:
@@ -236,6 +237,11 @@ def _short(filename: str) -> str:
     return filename[len(_CWD) :] if filename.startswith(_CWD) else filename
 
 
+def absolute_file(filename: str) -> str:
+    """A frame's file as an absolute path (frames under the working folder are kept short)."""
+    return filename if os.path.isabs(filename) or filename.startswith("<") else _CWD + filename
+
+
 def capture_site(skip: int = 1) -> Site:
     """The caller's frames outside the machinery, innermost first, as they are now: each one's
     code object and instruction. Nothing is formatted here (see `resolve_site`)."""
@@ -255,7 +261,7 @@ def capture_site(skip: int = 1) -> Site:
             filename = code.co_filename
             skipped = by_file.get(filename)
             if skipped is None:
-                skipped = by_file[filename] = _is_machinery(filename)
+                skipped = by_file[filename] = is_machinery(filename)
             if not skipped:
                 keep(code)
                 keep(frame.f_lasti)
@@ -298,7 +304,7 @@ def caller_frame(frame: FrameType | None) -> Frame | None:
         code = frame.f_code
         skipped = _MACHINERY.get(code.co_filename)
         if skipped is None:
-            skipped = _MACHINERY[code.co_filename] = _is_machinery(code.co_filename)
+            skipped = _MACHINERY[code.co_filename] = is_machinery(code.co_filename)
         if not skipped:
             return (_short(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back

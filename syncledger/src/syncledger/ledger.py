@@ -14,6 +14,7 @@ from syncledger import children, cupti, hooks
 from syncledger.events import RegionEntry, SyncEvent, SyncKind
 from syncledger.failures import SyncBudgetExceeded
 from syncledger.state import PROCESS_LEDGERS, STATE
+from syncledger.within import Within, resolve_within
 
 Scope = Literal["thread", "process"]
 SCOPES = ("thread", "process")
@@ -99,11 +100,14 @@ class SyncLedger:
         self,
         kind: SyncKind | str | Iterable[SyncKind | str] | None = None,
         region: str | None = None,
+        within: str | Iterable[str] | Within | None = None,
     ) -> int:
         """Number of syncs (or of events of the given kinds, hazards included when named),
-        optionally inside `region` (prefix match)."""
+        optionally inside `region` (prefix match), optionally only those whose stack passes
+        through `within`'s packages or paths (`syncledger.within`)."""
         kinds = _kind_set(kind)
-        return sum(1 for e in self.events if _matches(e, kinds, region))
+        code = None if within is None else resolve_within(within)
+        return sum(1 for e in self.events if _matches(e, kinds, region, code))
 
     def by_location(self) -> list[LocationSummary]:
         """Events deduplicated by (location, kind, op, region), most frequent first."""
@@ -190,6 +194,8 @@ def _kind_set(kind: SyncKind | str | Iterable[SyncKind | str] | None) -> frozens
         kinds = list(kind)
     except TypeError:
         raise TypeError(f"sync kinds: a kind or a list of kinds, got {kind!r}") from None
+    if not kinds:
+        raise ValueError("sync kinds: the list is empty, so nothing would be counted; leave it out")
     return frozenset(_kind_value(k) for k in kinds)
 
 
@@ -202,21 +208,32 @@ def _kind_value(kind: object) -> str:
         raise ValueError(f"unknown sync kind {kind!r}; the kinds are: {valid}") from None
 
 
-def _matches(e: SyncEvent, kinds: frozenset[str] | None, region: str | None) -> bool:
+def _matches(
+    e: SyncEvent, kinds: frozenset[str] | None, region: str | None, code: Within | None
+) -> bool:
     if not (e.is_sync if kinds is None else e.kind.value in kinds):
         return False
-    return region is None or e.region == region or e.region.startswith(region + "/")
+    if region is not None and e.region != region and not e.region.startswith(region + "/"):
+        return False
+    return code is None or code.holds(e)
 
 
 class max_syncs:
     """Raise `SyncBudgetExceeded` when the block makes more than `n` syncs (of `kinds`;
-    hazards count only when their kind is named)."""
+    hazards count only when their kind is named; with `within`, only those whose stack passes
+    through these packages or paths: `syncledger.within`)."""
 
-    def __init__(self, n: int, kinds: SyncKind | str | Iterable[SyncKind | str] | None = None):
+    def __init__(
+        self,
+        n: int,
+        kinds: SyncKind | str | Iterable[SyncKind | str] | None = None,
+        within: str | Iterable[str] | Within | None = None,
+    ):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"max_syncs: the budget must be a non-negative int, got {n!r}")
         self.n = n
         self.kinds = _kind_set(kinds)
+        self.within = None if within is None else resolve_within(within)
         self.ledger = SyncLedger()
 
     def __enter__(self) -> SyncLedger:
@@ -226,10 +243,11 @@ class max_syncs:
         self.ledger.__exit__(exc_type, *rest)
         if exc_type is not None:
             return
-        counted = [e for e in self.ledger.events if _matches(e, self.kinds, None)]
+        counted = [e for e in self.ledger.events if _matches(e, self.kinds, None, self.within)]
         if len(counted) > self.n:
             kinds = "" if self.kinds is None else f" of kind {sorted(self.kinds)}"
-            lines = [f"{len(counted)} host-device syncs{kinds}, budget {self.n}:"]
+            where = "" if self.within is None else f" within {self.within.describe()}"
+            lines = [f"{len(counted)} host-device syncs{kinds}{where}, budget {self.n}:"]
             for e in counted:
                 lines.append(f"  - {e.describe()}")
                 lines.extend(f"      called from {f}:{ln} in {fn}" for f, ln, fn in e.stack[1:4])

@@ -4,6 +4,7 @@
       "format": "harness-sync-snapshots",
       "format_version": 1,
       "device": "emu",
+      "within": ["tinyserve"],
       "tests": {
         "tests/test_paging.py::test_page_table": {},
         "tests/test_paging.py::test_plan": {
@@ -12,7 +13,8 @@
       }
     }
 
-A test maps each region it synced in (`""`: outside any region) to its sync sites, each
+`within` (present only when set) is the ini option `sync_within` the entries were counted
+with. A test maps each region it synced in (`""`: outside any region) to its sync sites, each
 "<kind> <op> in <function> (<file>)" with no line number, and their events. A test that made no
 sync maps to `{}`: kept, so a first sync later is a change. Keys are sorted, so that the file's
 diff shows only what a reviewer must judge. Writes apply a change set to the file as it is at
@@ -37,7 +39,7 @@ from syncledger.outputs import check_writable, write_atomic
 FORMAT = "harness-sync-snapshots"
 FORMAT_VERSION = 1
 DEFAULT_NAME = ".sync-snapshots.json"
-TOP_KEYS = ("format", "format_version", "device", "tests")
+TOP_KEYS = ("format", "format_version", "device", "within", "tests")
 
 Entry = dict[str, dict[str, int]]  # region -> site signature -> events
 
@@ -86,6 +88,7 @@ def read_json(path: Path, shown: str | None = None) -> Any:
 class Snapshots:
     path: Path
     device: str
+    within: tuple[str, ...]
     tests: dict[str, Entry]
 
 
@@ -118,10 +121,14 @@ def load_snapshots(path: Path, shown: str) -> Snapshots | None:
             raise InputError(f"unknown key (known: {', '.join(TOP_KEYS)})", file=where, key=k)
     if not isinstance(data.get("device"), str):
         raise InputError("expected the device the file was recorded on", file=where, key="device")
+    within = data.get("within", [])
+    if not isinstance(within, list) or not all(isinstance(w, str) and w for w in within):
+        raise InputError("expected a list of packages or paths", file=where, key="within")
     tests = data.get("tests")
     if not isinstance(tests, dict):
         raise InputError("expected a mapping of test ids", file=where, key="tests")
-    return Snapshots(path, data["device"], {t: _entry(where, t, e) for t, e in tests.items()})
+    entries = {t: _entry(where, t, e) for t, e in tests.items()}
+    return Snapshots(path, data["device"], tuple(within), entries)
 
 
 def _entry(where: str, test: str, value: Any) -> Entry:
@@ -139,8 +146,11 @@ def _entry(where: str, test: str, value: Any) -> Entry:
     return value
 
 
-def snapshot_text(device: str, tests: dict[str, Entry]) -> str:
-    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "device": device, "tests": tests}
+def snapshot_text(device: str, within: tuple[str, ...], tests: dict[str, Entry]) -> str:
+    doc: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION, "device": device}
+    if within:
+        doc["within"] = list(within)
+    doc["tests"] = tests
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -152,7 +162,12 @@ def check_snapshot_writable(path: Path, shown: str, option: str) -> None:
 
 
 def apply_changes(
-    path: Path, shown: str, device: str, put: dict[str, Entry], drop: set[str]
+    path: Path,
+    shown: str,
+    device: str,
+    within: tuple[str, ...],
+    put: dict[str, Entry],
+    drop: set[str],
 ) -> bool:
     """Set the entries of `put`, remove those of `drop`, in the file as it is now; True when
     the file changed."""
@@ -162,10 +177,11 @@ def apply_changes(
         tests.update(put)
         for test in drop:
             tests.pop(test, None)
-        if current is not None and tests == current.tests and current.device == device:
+        same = current is not None and (current.device, current.within) == (device, within)
+        if same and tests == current.tests:
             return False
         try:
-            write_atomic(path, snapshot_text(device, tests))
+            write_atomic(path, snapshot_text(device, within, tests))
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise InputError(f"cannot write ({reason})", file=shown) from None

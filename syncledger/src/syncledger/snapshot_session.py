@@ -2,9 +2,10 @@
 
 Registered by the plugin (`syncledger.pytest_plugin`) when `--sync-snapshot`,
 `--sync-snapshot-update` or `--sync-snapshot-strict` is given. Each test runs on the plugin's
-device (setup, call and teardown, so fixtures may make device tensors); the syncs of its call
-are counted. Only a test whose call passed is compared or recorded: a failed, skipped or
-deselected test keeps its entry as it was.
+device (set-up, call and teardown, so fixtures may make device tensors); the syncs of its call
+are counted, only those within the ini option `sync_within` when it is set. Only a test whose
+call passed is compared or recorded: a failed, skipped or deselected test keeps its entry as it
+was.
 
 Under xdist each worker compares its own tests against the file and sends what it saw to the
 controller, which alone writes the file and the outputs.
@@ -15,8 +16,8 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from syncledger.snapshot_verdict import (
     site_file,
     suite_text,
 )
+from syncledger.within import resolve_within
 
 TOOL = "pytest --sync-snapshot"
 ACCEPT = "pytest --sync-snapshot-update"
@@ -58,6 +60,7 @@ WORKER_KEY = "harness_sync_snapshot"  # this plugin's part of an xdist worker's 
 class SnapshotOptions:
     path: Path
     tier: Tier
+    within: tuple[str, ...] = ()  # the ini option sync_within: count only syncs made there
     json: Path | None = None
     junit: Path | None = None
     markdown: Path | None = None
@@ -100,14 +103,12 @@ class SnapshotSession:
         config: pytest.Config,
         opts: SnapshotOptions,
         device: str,
-        on_device: Callable[[], AbstractContextManager[object]],
     ) -> None:
-        """Reads and checks the file and every output up front: InputError (exit 2) before
-        any test runs. `device` is what `on_device()` runs tests on."""
+        """Reads and checks the file, the scope and every output up front: InputError (exit 2)
+        before any test runs. `device` is what the plugin runs the tests on."""
         self.config = config
         self.opts = opts
         self.device = device
-        self.on_device = on_device
         self.root = config.rootpath
         self.base = config.invocation_params.dir
         shown = _shown(opts.path, self.base)
@@ -119,6 +120,21 @@ class SnapshotSession:
                 file=shown,
                 key="device",
             )
+        if self.old is not None and self.old.within != opts.within:
+            raise InputError(
+                f"recorded within {list(self.old.within)}, this run counts within "
+                f"{list(opts.within)} (the ini option sync_within): restore the option, or "
+                "delete the file and record it again",
+                file=shown,
+                key="within",
+            )
+        try:
+            self.within = resolve_within(opts.within, self.root) if opts.within else None
+        except ValueError as exc:
+            ini = _shown(config.inipath, self.base) if config.inipath else None
+            raise InputError(
+                str(exc).removeprefix("within: "), file=ini, key="sync_within"
+            ) from None
         if self.old is None and opts.tier.strict:
             raise InputError(
                 "no snapshot file to check against; record one with `pytest --sync-snapshot`, "
@@ -145,11 +161,6 @@ class SnapshotSession:
     # ---- collection and runs --------------------------------------------------------------
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.part.collected.add(item.nodeid)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[object]:
-        with self.on_device():
-            return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[object]:
@@ -199,7 +210,7 @@ class SnapshotSession:
         where: dict[str, list[str]] = {}
         stacks: dict[str, tuple[str, ...]] = {}
         for e in events:
-            if not e.is_sync:
+            if not e.is_sync or (self.within is not None and not self.within.holds(e)):
                 continue
             file, line = self._path(site_file(e.location), bases), e.location.rpartition(":")[2]
             site = signature(e.kind.value, e.op, file, e.function)
@@ -268,7 +279,7 @@ class SnapshotSession:
         drop = set(stale) if tier.updating else set()
         if put or drop:
             changed = apply_changes(
-                self.opts.path, self.part.suite.reference, self.device, put, drop
+                self.opts.path, self.part.suite.reference, self.device, self.opts.within, put, drop
             )
         else:
             changed = False

@@ -40,6 +40,7 @@ _on_free = _freed.append
 _cached_bytes = 0
 _live_bytes = 0
 _peak_bytes = 0
+_allocations = 0  # ever made, as CUDA's allocator counts them ("allocation.all.allocated")
 
 
 def _count_frees() -> None:
@@ -53,12 +54,13 @@ def _count_frees() -> None:
 
 def track(elem: torch.Tensor) -> None:
     """Note a new emulated tensor: its storage is allocated with the first tensor on it."""
-    global _live_bytes, _peak_bytes
+    global _live_bytes, _peak_bytes, _allocations
     if _freed:
         _count_frees()
     address = _storage_address(elem)
     if address in _live:
         return
+    _allocations += 1
     storage = elem.untyped_storage()
     ref = _live[address] = _Storage(storage, _on_free)
     ref.address = address
@@ -84,6 +86,11 @@ def allocated_bytes() -> int:
 def reserved_bytes() -> int:
     _count_frees()
     return _live_bytes + _cached_bytes
+
+
+def allocations() -> int:
+    """How many allocations the emulated device has made in this process."""
+    return _allocations
 
 
 def peak_bytes() -> int:
