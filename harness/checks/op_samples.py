@@ -10,7 +10,7 @@ with PyTorch's tests (`torch.testing._internal`, which imports `expecttest`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,46 +52,46 @@ def _clone_input(sample: Any) -> Any:
     return sample.input.clone() if isinstance(sample.input, torch.Tensor) else sample.input
 
 
-def opinfo_bodies(per_op: int, only: set[str] | None = None) -> Iterator[tuple[str, list[Body]]]:
-    """(op, its bodies) for every op of the OpInfo database that has a CUDA dtype (or those of
-    `only`, as "opinfo:NAME"), made as they are asked for; an op whose samples cannot be made
-    here yields no body."""
+def opinfo_ops(only: set[str] | None = None) -> list[tuple[str, Any, torch.dtype]]:
+    """(name, OpInfo, dtype) of every op of the OpInfo database that has a CUDA dtype, or of those
+    in `only` (as "opinfo:NAME")."""
     from torch.testing._internal.common_methods_invocations import op_db
 
+    out = []
     for op in op_db:
-        dtype = _dtype(op)
-        name = _op_name(op)
-        if dtype is None or (only is not None and f"opinfo:{name}" not in only):
-            continue
-        grad = op.supports_autograd and dtype.is_floating_point
-        torch.manual_seed(0)
-        try:
-            samples = list(itertools.islice(op.sample_inputs(CUDA, dtype), per_op))
-            grad_sample = (
-                next(iter(op.sample_inputs(CUDA, dtype, requires_grad=True)), None)
-                if grad
-                else None
+        dtype, name = _dtype(op), _op_name(op)
+        if dtype is not None and (only is None or f"opinfo:{name}" in only):
+            out.append((name, op, dtype))
+    return out
+
+
+def opinfo_bodies(name: str, op: Any, dtype: torch.dtype, per_op: int) -> list[Body]:
+    """One op's bodies, its samples made now under a fixed seed (none where they cannot be)."""
+    torch.manual_seed(0)
+    try:
+        samples = list(itertools.islice(op.sample_inputs(CUDA, dtype), per_op))
+        grad_sample = (
+            next(iter(op.sample_inputs(CUDA, dtype, requires_grad=True)), None)
+            if op.supports_autograd and dtype.is_floating_point
+            else None
+        )
+    except Exception:
+        return []
+    bodies = [Body("opinfo", f"opinfo:{name}/{i}", _call(op, s)) for i, s in enumerate(samples)]
+    inplace = op.inplace_variant
+    if inplace is not None and samples:
+        s = samples[0]
+        bodies.append(
+            Body(
+                "opinfo",
+                f"opinfo:{name}/0/inplace",
+                lambda s=s, f=inplace: f(_clone_input(s), *s.args, **s.kwargs),
             )
-        except Exception:
-            yield name, []
-            continue
-        bodies = [Body("opinfo", f"opinfo:{name}/{i}", _call(op, s)) for i, s in enumerate(samples)]
-        inplace = op.inplace_variant
-        if inplace is not None and samples:
-            s = samples[0]
-            bodies.append(
-                Body(
-                    "opinfo",
-                    f"opinfo:{name}/0/inplace",
-                    lambda s=s, f=inplace: f(_clone_input(s), *s.args, **s.kwargs),
-                )
-            )
-        if grad_sample is not None:
-            forward = _call(op, grad_sample)
-            bodies.append(
-                Body("opinfo", f"opinfo:{name}/0/backward", lambda f=forward: _backward(f()))
-            )
-        yield name, bodies
+        )
+    if grad_sample is not None:
+        forward = _call(op, grad_sample)
+        bodies.append(Body("opinfo", f"opinfo:{name}/0/backward", lambda f=forward: _backward(f())))
+    return bodies
 
 
 def catalogue_bodies() -> list[Body]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import itertools
 import json
 import re
 import sys
@@ -50,6 +49,7 @@ from syncledger.emulated import door, waits
 
 Kinds = tuple[str, ...]  # the kinds of one call's waits, in order
 KEEP_PER_CLASS = 3  # calls of each op and call class kept for the CPU test
+KEEP_MAX_BYTES = 64 << 10
 CHECKPOINT = 200  # bodies between writes of the results so far (a crash keeps them)
 
 
@@ -101,6 +101,11 @@ def _interesting(func: Any, ruled: frozenset[str]) -> bool:
 
 
 def _device_copy(tree: Any) -> Any:
+    """The arguments with each tensor cloned where it is (no wait), or None when they are too
+    large to keep (a program's feature maps tell the CPU test nothing its small calls do not)."""
+    tensors = {id(t): t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)}
+    if sum(t.numel() * t.element_size() for t in tensors.values()) > KEEP_MAX_BYTES:
+        return None
     memo: dict[int, torch.Tensor] = {}
 
     def clone(x: Any) -> Any:
@@ -117,9 +122,9 @@ def _device_copy(tree: Any) -> Any:
 
 
 class _PerOp(TorchDispatchMode):
-    def __init__(self, seen: Observations, events: list[Any], ruled: frozenset[str]) -> None:
+    def __init__(self, seen: Observations, ledger: SyncLedger, ruled: frozenset[str]) -> None:
         super().__init__()
-        self.seen, self.events, self.ruled = seen, events, ruled
+        self.seen, self.ledger, self.ruled = seen, ledger, ruled
         self.pending: list[tuple[tuple[str, str], Kinds, Any, bool]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
@@ -127,14 +132,14 @@ class _PerOp(TorchDispatchMode):
         key = (func.name(), waits.call_class(args, kwargs, _on_cuda))
         # device copies of the inputs before an in-place op changes them (no wait: a kernel)
         snapshot = _device_copy((args, kwargs)) if self.seen.wants_snapshot(key) else None
-        before, logged = cupti.driver_calls(), len(self.events)
+        before, logged = cupti.driver_calls(), len(self.ledger.events)
         out = func(*args, **kwargs)
         waited = cupti.driver_calls() - before
         if not any(
             _on_cuda(x) for x in tree_leaves((args, kwargs, out)) if isinstance(x, torch.Tensor)
         ):
             return out
-        kinds = tuple(e.kind.value for e in self.events[logged:] if e.is_sync)
+        kinds = tuple(e.kind.value for e in self.ledger.events[logged:] if e.is_sync)
         if len(kinds) != waited:  # the driver is the judge of how many
             self.seen.mismatched[key[0]] += 1
             kinds = (*kinds, *("d2h_read",) * waited)[:waited]
@@ -171,7 +176,7 @@ def observe(
             torch.cuda.synchronize()
             before = cupti.driver_calls()
             with SyncLedger(scope="process") as led:
-                mode = _PerOp(seen, led.events, ruled)
+                mode = _PerOp(seen, led, ruled)
                 with mode:
                     body.run()
                 row["driver_calls"] = cupti.driver_calls() - before
@@ -229,17 +234,17 @@ def _bodies(budget_s: float, per_op: int, counts: dict[str, int]) -> Iterator[op
     """The catalogue and the programs, then the OpInfo ops until the budget is spent."""
     yield from op_samples.catalogue_bodies()
     yield from op_samples.program_bodies("cuda")
-    deadline = time.monotonic() + budget_s
     try:
-        ops = op_samples.opinfo_bodies(per_op)
-        first = next(ops, None)
+        ops = op_samples.opinfo_ops()
     except ImportError as exc:  # PyTorch's test modules need expecttest
         print(f"op_table: no OpInfo database here ({exc})", file=sys.stderr)
         return
-    for _name, bodies in itertools.chain([first] if first else [], ops):
+    counts["opinfo_ops"] = len(ops)
+    deadline = time.monotonic() + budget_s
+    for name, op, dtype in ops:
         if time.monotonic() > deadline:
-            counts["opinfo_over_budget"] += 1
-            continue
+            break
+        bodies = op_samples.opinfo_bodies(name, op, dtype, per_op)
         counts["opinfo_sampled"] += 1
         counts["opinfo_without_samples"] += not bodies
         yield from bodies
@@ -255,7 +260,7 @@ def coverage(
     ops = {op for op, _ in seen.calls}
     waited = {op for (op, _), c in seen.calls.items() if any(k for k in c)}
     return {
-        "opinfo_ops": counts["opinfo_sampled"] + counts["opinfo_over_budget"],
+        "opinfo_ops": counts["opinfo_ops"],
         "opinfo_ops_sampled": counts["opinfo_sampled"],
         "opinfo_ops_without_cuda_samples": counts["opinfo_without_samples"],
         "bodies": len(rows),

@@ -43,8 +43,8 @@ def _bodies(per_op: int, wanted: dict[str, Any] | None) -> Iterator[op_samples.B
     yield from op_samples.catalogue_bodies()
     yield from op_samples.program_bodies("emu")
     ops = None if wanted is None else {b.split("/")[0] for b in wanted if b.startswith("opinfo:")}
-    for _name, bodies in op_samples.opinfo_bodies(per_op, only=ops):
-        yield from bodies
+    for name, op, dtype in op_samples.opinfo_ops(only=ops):
+        yield from op_samples.opinfo_bodies(name, op, dtype, per_op)
 
 
 def run(body: op_samples.Body) -> dict[str, Any]:

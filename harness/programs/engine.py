@@ -23,6 +23,9 @@ def cuda_graph_decode(device: torch.device) -> Step:
     emb = nn.Embedding(_VOCAB, 16).to(device)
     head = nn.Linear(16, _VOCAB).to(device)
     static_tokens = torch.tensor([3, 17], device=device)
+    # what ran before (an earlier run's graph and its pool) is returned now, so the capture's
+    # empty_cache returns only this step's warm-up
+    torch.cuda.empty_cache()
 
     def forward() -> torch.Tensor:
         return head(torch.tanh(emb(static_tokens))).argmax(-1)
