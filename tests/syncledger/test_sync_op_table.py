@@ -13,16 +13,20 @@ from syncledger.emulated import waits
 
 
 def test_the_table_drives_the_emulated_device() -> None:
-    table = waits.load_op_table()
-    assert table["aten::unique_dim"] == 3 and table["aten::bincount"] == 2
-    assert len(waits.rule_for(torch.ops.aten.unique_dim.default)((), {})) == 3
+    # what the GPU measured for the catalogue's calls (cases unique_dim, bincount, the normal)
+    with emulated_device():
+        eye, counts = torch.eye(3, device="cuda"), torch.tensor([1, 3, 3], device="cuda")
+        with SyncLedger() as led:
+            torch.unique(eye, dim=0)
+            torch.bincount(counts)
+            torch.normal(eye, eye.abs() + 1)
+        assert [e.op for e in led.events] == ["unique"] * 3 + ["bincount"] * 2 + ["normal"] * 2
 
 
 def test_the_table_names_overloads_and_skips_ops_not_loaded_here() -> None:
     aten = torch.ops.aten
-    # recorded on the H200 per overload: only the overload it names gets the rule
-    assert waits.load_op_table()["aten::normal.Tensor_Tensor"] == 2
-    assert len(waits.rule_for(aten.normal.Tensor_Tensor)((), {})) == 2
+    # recorded per overload: only the overload it names gets the rule
+    assert "aten::normal.Tensor_Tensor" in waits.load_op_table()
     assert waits.rule_for(aten.normal.float_float) is None
     assert waits.overload_named("aten::bincount") is aten.bincount.default
     assert waits.overload_named("nosuchlib::op") is None
@@ -38,7 +42,6 @@ def test_an_op_whose_library_loads_after_the_ledger_gets_its_rule() -> None:
     lib = torch.library.Library("torchvision", "DEF")
     lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     lib.impl("nms", lambda dets, scores, iou: scores.argsort(descending=True), "CPU")
-    assert waits.load_op_table()["torchvision::nms"] == 1
     with emulated_device() as dev:
         boxes = torch.rand(4, 4, device=dev)
         scores = torch.rand(4, device=dev)
