@@ -118,6 +118,8 @@ gpu-check: $(SETUP)
 	$(PY) -m harness.checks.programs_gpu --out $(call quote,$(GPU_OUT)/programs) || rc=1; \
 	$(PY) -m harness.checks.programs_cost --out $(call quote,$(GPU_OUT)/programs_cost) || rc=1; \
 	$(PY) -m harness.checks.op_table --out $(call quote,$(GPU_OUT)/op_table) || rc=1; \
+	$(PY) -m harness.checks.op_table_emu --out $(call quote,$(GPU_OUT)/op_table_emu) \
+		--gpu $(call quote,$(GPU_OUT)/op_table) || rc=1; \
 	exit $$rc
 
 # Do answers survive a rerun? Three invocations of specv2_mirror with --repeats 5, compared

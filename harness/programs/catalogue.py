@@ -3,7 +3,7 @@ programs are first asked for, not with the package."""
 
 from __future__ import annotations
 
-from harness.programs import hf, training, vision  # noqa: F401  (they register on import)
+from harness.programs import engine, hf, layers, training, vision  # noqa: F401  (they register)
 from harness.programs.registry import PROGRAMS, Program
 
 

@@ -113,3 +113,22 @@ def hf_qwen2_greedy(device: torch.device) -> Step:
 @program("transformers", "Mistral with a sliding window of 8, greedy past it", needs=_NEEDS)
 def hf_mistral_sliding_window(device: torch.device) -> Step:
     return _generate("mistral", device, max_new_tokens=8, do_sample=False)
+
+
+@program(
+    "transformers",
+    "GPT-2 moved to the device in the measured step (its tied embedding moves once), greedy",
+    needs=_NEEDS,
+)
+def hf_gpt2_to_device(device: torch.device) -> Step:
+    model = _tiny("gpt2")
+    ids, mask = _prompt(device)
+
+    def step() -> torch.Tensor:
+        moved = model.to(device)
+        with torch.no_grad():
+            return moved.generate(
+                ids, attention_mask=mask, pad_token_id=0, max_new_tokens=4, do_sample=False
+            )
+
+    return step

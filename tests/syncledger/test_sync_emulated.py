@@ -219,3 +219,12 @@ def test_a_view_is_no_allocation_of_its_own() -> None:
             del base
             torch.cuda.empty_cache()
     assert [(e.kind, e.nbytes) for e in led.events] == [(SyncKind.ALLOCATOR, 4096)]
+
+
+def test_autograds_zero_gradient_holds_real_zeros() -> None:
+    """`sgn`'s backward makes an `_efficientzerotensor`, which holds no memory: on the emulated
+    device it is real zeros, which later ops can read."""
+    with emulated_device() as dev:
+        x = torch.tensor([-1.5, 0.0, 2.0], device=dev, requires_grad=True)
+        torch.sgn(x).sum().backward()
+        assert (x.grad + 1).tolist() == [1.0, 1.0, 1.0]

@@ -1,36 +1,32 @@
-"""The emulated device's table of ops whose CUDA kernels wait, against what a GPU observed
-(synthetic observations here: the GPU check derives them with CUPTI)."""
+"""The emulated device's table of ops whose CUDA kernels wait: what it holds drives the device
+(its derivation is tested in tests/checks/test_op_table.py)."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections import Counter
 
 import pytest
 import torch
 
-from harness.checks.op_table import compare, derived_table
 from syncledger import SyncKind, SyncLedger, emulated_device
 from syncledger.emulated import waits
 
-TAGGED = {"aten::nonzero", "aten::_local_scalar_dense"}
-
-
-def _tagged(op: str) -> bool:
-    return op in TAGGED
-
 
 def test_the_table_drives_the_emulated_device() -> None:
-    table = waits.load_op_table()
-    assert table["aten::unique_dim"] == 3 and table["aten::bincount"] == 2
-    assert "aten::unique_dim" in waits.ruled_ops()
+    # what the GPU measured for the catalogue's calls (cases unique_dim, bincount, the normal)
+    with emulated_device():
+        eye, counts = torch.eye(3, device="cuda"), torch.tensor([1, 3, 3], device="cuda")
+        with SyncLedger() as led:
+            torch.unique(eye, dim=0)
+            torch.bincount(counts)
+            torch.normal(eye, eye.abs() + 1)
+        assert [e.op for e in led.events] == ["unique"] * 3 + ["bincount"] * 2 + ["normal"] * 2
 
 
 def test_the_table_names_overloads_and_skips_ops_not_loaded_here() -> None:
     aten = torch.ops.aten
-    # recorded on the H200 per overload: only the overload it names gets the rule
-    assert waits.load_op_table()["aten::normal.Tensor_Tensor"] == 2
-    assert len(waits.rule_for(aten.normal.Tensor_Tensor)((), {})) == 2
+    # recorded per overload: only the overload it names gets the rule
+    assert "aten::normal.Tensor_Tensor" in waits.load_op_table()
     assert waits.rule_for(aten.normal.float_float) is None
     assert waits.overload_named("aten::bincount") is aten.bincount.default
     assert waits.overload_named("nosuchlib::op") is None
@@ -46,7 +42,6 @@ def test_an_op_whose_library_loads_after_the_ledger_gets_its_rule() -> None:
     lib = torch.library.Library("torchvision", "DEF")
     lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     lib.impl("nms", lambda dets, scores, iou: scores.argsort(descending=True), "CPU")
-    assert waits.load_op_table()["torchvision::nms"] == 1
     with emulated_device() as dev:
         boxes = torch.rand(4, 4, device=dev)
         scores = torch.rand(4, device=dev)
@@ -54,22 +49,3 @@ def test_an_op_whose_library_loads_after_the_ledger_gets_its_rule() -> None:
             keep = torch.ops.torchvision.nms(boxes, scores, 0.5)
         assert keep.shape == (4,)
     assert [(e.kind, e.op) for e in led.events] == [(SyncKind.D2H_READ, "nms")]
-
-
-def test_agreement_and_disagreement_with_the_gpu() -> None:
-    seen = {
-        "aten::nonzero": Counter({1: 4}),  # tags say one read: agrees
-        "aten::add": Counter({0: 9}),  # no wait: agrees
-        "aten::bincount": Counter({2: 1}),  # the table's 2: agrees
-        "aten::embedding_dense_backward": Counter({1: 3}),  # a CUDA-only wait nobody listed
-        "aten::index": Counter({0: 2, 1: 1}),  # argument-dependent: has a rule, not checked
-    }
-    rows = {
-        r.op: r for r in compare(seen, {"aten::bincount": 2}, _tagged, frozenset({"aten::index"}))
-    }
-    assert [op for op, r in rows.items() if not r.ok] == ["aten::embedding_dense_backward"]
-    assert rows["aten::index"].predicted is None
-    assert derived_table(list(rows.values()), _tagged) == {
-        "aten::bincount": 2,
-        "aten::embedding_dense_backward": 1,
-    }

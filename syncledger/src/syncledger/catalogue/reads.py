@@ -37,6 +37,12 @@ case("repr", lambda t, dev: repr(t["d"]), {D2H: 9})
 case("str", lambda t, dev: str(t["d"]), {D2H: 9})
 case("print", lambda t, dev: _print(t["d"]), {D2H: 9})
 case("fstring_vector", lambda t, dev: f"{t['d']}", {D2H: 9})
+# A float tensor's formatting reads more: whether its values are finite and nonzero (1),
+# whether each is an integer until one is not, the range checks for scientific notation (1 or 2),
+# that choice, a device tensor, at each use (once, then once per element shown), each element
+# to size its column, then the whole (`tolist`).
+case("repr_float_integers", lambda t, dev: repr(t["f"]), {D2H: 29}, measured=False)
+case("print_float_fractions", lambda t, dev: _print(t["f"] / 3), {D2H: 22}, measured=False)
 case("fstring_scalar", lambda t, dev: f"{t['z']}", {D2H: 1})
 case("format_spec_scalar", lambda t, dev: "{:.1f}".format(t["v"]), {D2H: 1})
 

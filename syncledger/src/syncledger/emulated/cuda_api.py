@@ -14,31 +14,43 @@ from typing import Any
 
 import torch
 
-from syncledger.emulated import cache, cuda_device
+from syncledger.emulated import cache, cuda_device, graphs
+from syncledger.emulated.capture import wait
 from syncledger.emulated.tensor import reported_device
 from syncledger.events import SyncKind
-from syncledger.record import record_sync
 from syncledger.rules import classify_empty_cache
 from syncledger.wait_timing import timed
 
 
-class EmuStream:
-    """A stream of the emulated device."""
+class EmuStream(torch.Stream):
+    """A stream of the emulated device: a `torch.Stream` (of the host) to PyTorch's C++ side,
+    which takes one where a stream is passed (`Tensor.record_stream`)."""
 
     @property
-    def device(self) -> torch.device:
+    def device(self) -> torch.device:  # type: ignore[override]
         return reported_device()
+
+    @property
+    def device_index(self) -> int:  # type: ignore[override]
+        return 0
+
+    # each stream is its own (to PyTorch every one is the host's stream 0, all equal)
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> EmuStream:
+        return super().__new__(cls, device="cpu")
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.priority = priority
         self.cuda_stream = id(self)  # a handle, as torch.cuda.Stream has one
-        self.device_index = 0
 
     def synchronize(self) -> None:
-        timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "Stream.synchronize")
+        timed(SyncKind.EXPLICIT, wait, SyncKind.EXPLICIT, "Stream.synchronize")
 
     def is_capturing(self) -> bool:
-        return False  # the emulated device has no CUDA graphs to capture into
+        return graphs.is_current_stream_capturing()
 
     def wait_event(self, event: EmuEvent) -> None:
         return None
@@ -59,7 +71,12 @@ class EmuStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _STREAMS.pop()
+        # its own entry, whatever was entered since (threads share the stack) or cleared (the
+        # device ended inside the block); the default stream stays
+        for i in range(len(_STREAMS) - 1, 0, -1):
+            if _STREAMS[i] is self:
+                del _STREAMS[i]
+                return
 
 
 class EmuEvent:
@@ -79,7 +96,7 @@ class EmuEvent:
         return True
 
     def synchronize(self) -> None:
-        timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "Event.synchronize")
+        timed(SyncKind.EXPLICIT, wait, SyncKind.EXPLICIT, "Event.synchronize")
 
     def elapsed_time(self, end: EmuEvent) -> float:
         if self._t_ns is None or end._t_ns is None:
@@ -109,14 +126,14 @@ def stream(s: EmuStream | None) -> Iterator[EmuStream | None]:
 
 
 def synchronize(device: Any = None) -> None:
-    timed(SyncKind.EXPLICIT, record_sync, SyncKind.EXPLICIT, "cuda.synchronize")
+    timed(SyncKind.EXPLICIT, wait, SyncKind.EXPLICIT, "cuda.synchronize")
 
 
 def empty_cache() -> None:
     released = cache.release()
     kind = classify_empty_cache(released)
     if kind is not None:
-        record_sync(kind, "empty_cache", released)
+        wait(kind, "empty_cache", released)
 
 
 def _replacements() -> list[tuple[Any, str, Any]]:
@@ -140,10 +157,23 @@ def _replacements() -> list[tuple[Any, str, Any]]:
         ]
     # no cuDNN behind the emulated device (asking torch.backends.cudnn would warn that)
     out.append((torch.backends.cudnn, "is_acceptable", lambda tensor: False))
-    return [(owner, name, value) for owner, name, value in out if hasattr(owner, name)]
+    out = [(owner, name, value) for owner, name, value in out if hasattr(owner, name)]
+    # CUDA graphs: torch.cuda.graph and make_graphed_callables, PyTorch's own, run on these;
+    # a capture stream made for a GPU earlier in the process is not the emulated device's
+    out += [
+        (torch.cuda, "CUDAGraph", graphs.EmuCUDAGraph),
+        (torch.cuda, "graph_pool_handle", graphs.graph_pool_handle),
+        (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
+        (torch.cuda, "is_current_stream_capturing", graphs.is_current_stream_capturing),
+        (torch.cuda.graph, "default_capture_stream", None),
+        (torch._C, "_host_emptyCache", lambda: None),  # absent from CPU-only builds
+        (torch, "Generator", cuda_device.Generator),
+    ]
+    return out
 
 
 _SAVED: list[tuple[Any, str, Any]] = []
+_ABSENT = object()  # an attribute the installed PyTorch lacks: removed again at uninstall
 
 
 def install() -> None:
@@ -152,12 +182,15 @@ def install() -> None:
     if _SAVED:
         return
     for owner, name, value in _replacements():
-        _SAVED.append((owner, name, getattr(owner, name)))
+        _SAVED.append((owner, name, getattr(owner, name, _ABSENT)))
         setattr(owner, name, value)
 
 
 def uninstall() -> None:
     for owner, name, value in reversed(_SAVED):
-        setattr(owner, name, value)
+        if value is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
     _SAVED.clear()
     del _STREAMS[1:]

@@ -94,10 +94,6 @@ def init() -> None:
     return None
 
 
-def is_current_stream_capturing() -> bool:
-    return False
-
-
 def memory_allocated(device: Any = None) -> int:
     return cache.allocated_bytes()
 
@@ -142,6 +138,33 @@ def initial_seed() -> int:
     return torch.initial_seed()
 
 
+_HostGenerator = torch._C.Generator
+
+
+class _GeneratorType(type(_HostGenerator)):  # type: ignore[misc]
+    # every generator is a `torch.Generator` while this class stands in for it
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _HostGenerator)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _HostGenerator)
+
+
+class Generator(_HostGenerator, metaclass=_GeneratorType):
+    """`torch.Generator`: one for `"cuda"` is a host generator (the device's random numbers are
+    the host's) that reports `cuda:0`."""
+
+    def __new__(cls, device: Any = None) -> Generator:
+        return super().__new__(cls)  # a host generator, whatever device was asked for
+
+    def __init__(self, device: Any = None) -> None:
+        self._on_device = device is not None and torch.device(device).type in ("cuda", "meta")
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return torch.device("cuda", 0) if self._on_device else torch.device("cpu")
+
+
 QUERIES: dict[str, Any] = {
     "is_available": is_available,
     "device_count": device_count,
@@ -155,7 +178,6 @@ QUERIES: dict[str, Any] = {
     "is_initialized": is_initialized,
     "init": init,
     "_lazy_init": init,
-    "is_current_stream_capturing": is_current_stream_capturing,
     "memory_allocated": memory_allocated,
     "memory_reserved": memory_reserved,
     "max_memory_allocated": max_memory_allocated,

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from syncledger.emulated import pinned
+from syncledger.emulated.capture import wait
 from syncledger.emulated.tensor import EmulationError, EmuTensor, nbytes
 from syncledger.emulated.waits import rule_for
 from syncledger.events import SyncKind
-from syncledger.record import record_sync
 from syncledger.rules import HostMemory, classify_d2h, classify_h2d, copy_host_memory
 from syncledger.state import STATE
 from syncledger.wait_timing import add_wait, timed
@@ -159,7 +159,7 @@ def _to_copy(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> torch.Ten
         pinned.pin(out)
     kind = classify_d2h(nbytes(out), non_blocking, HostMemory(pinned=non_blocking))
     if kind is not None:
-        record_sync(kind, "_to_copy", nbytes(out))
+        wait(kind, "_to_copy", nbytes(out))
         if STATE.wait_timers:
             add_wait(kind, t0, waited)
     return out
@@ -181,7 +181,7 @@ def _copy(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> torch.Tensor
         dst_values.copy_(src_values)
     else:  # recorded after the copy: a copy that raises records no sync
         timed(kind, dst_values.copy_, src_values)
-        record_sync(kind, "copy_", nbytes(dst))
+        wait(kind, "copy_", nbytes(dst))
     return dst
 
 
@@ -189,6 +189,20 @@ _TRANSFERS: dict[Any, Transfer] = {
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy,
 }
+
+
+def _view_in_place(func: Any) -> Transfer:
+    """An op that changes a tensor's view in place (`transpose_`, `unsqueeze_`, `as_strided_`):
+    the values' view, then the device tensor's own, which PyTorch's C++ side reads (its meta
+    kernel only restrides)."""
+
+    def run(args: tuple, kwargs: dict, uargs: list, ukwargs: dict) -> Any:
+        func(*uargs, **ukwargs)
+        with torch._C._DisableTorchDispatch():
+            func(*args, **kwargs)
+        return args[0]
+
+    return run
 
 
 def transfer_ops() -> frozenset[str]:
@@ -203,7 +217,7 @@ class _Plan:
     func: Any
     run: Callable[..., Any]  # the op itself, past OpOverload's Python layer
     name: str
-    transfer: Transfer | None
+    handler: Transfer | None  # ops the door runs its own way: transfers, in-place views
     waits: Callable[[tuple, dict], list[SyncKind]] | None
     host_ok: frozenset[int]
     host_only: frozenset[int]
@@ -221,7 +235,8 @@ def _plan(func: Any) -> _Plan:
         func=func,
         run=getattr(func, "_op", func),
         name=func.overloadpacket.__name__,
-        transfer=_TRANSFERS.get(func),
+        handler=_TRANSFERS.get(func)
+        or (_view_in_place(func) if torch.Tag.inplace_view in func.tags else None),
         waits=rule_for(func),
         host_ok=_HOST_ARGS_OK.get(func, host_only),
         host_only=host_only,
@@ -243,11 +258,11 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     plan = _PLANS.get(func) or _plan(func)
     uargs = _host_args(plan, args)  # each argument's device checked, as a GPU checks it
     ukwargs = _host_kwargs(plan, len(args), kwargs) if kwargs else kwargs
-    if plan.transfer is not None:
-        return plan.transfer(args, kwargs, uargs, ukwargs)
+    if plan.handler is not None:
+        return plan.handler(args, kwargs, uargs, ukwargs)
     kinds = plan.waits(args, kwargs) if plan.waits is not None else ()
     for kind in kinds:
-        record_sync(kind, plan.name)
+        wait(kind, plan.name)
     if kinds and STATE.wait_timers:  # one call, one wait: timed as its first kind
         out = timed(kinds[0], plan.run, *uargs, **ukwargs)
     else:

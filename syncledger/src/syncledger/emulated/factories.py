@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from syncledger.emulated.capture import CAPTURE, record
 from syncledger.emulated.tensor import EmuTensor
 
 _CPU = torch.device("cpu")
@@ -50,11 +51,20 @@ def factories() -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
+def _values(op: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    out = op(*args, **kwargs)
+    # autograd's zero gradient (`_efficientzerotensor`) holds no memory: real zeros here
+    return torch.zeros(out.shape, dtype=out.dtype) if out._is_zerotensor() else out
+
+
 def _on_host(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         kwargs["device"] = _CPU
         kwargs.pop("pin_memory", None)
-        return EmuTensor(op(*args, **kwargs))
+        out = EmuTensor(_values(op, args, kwargs))
+        if CAPTURE.steps is not None:  # a graph makes its factories' values again
+            record(lambda: _values(op, args, kwargs), out)
+        return out
 
     return kernel
 

@@ -25,11 +25,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from syncledger.emulated import autocast, cuda_api, door, factories, pinned
+from syncledger.emulated import autocast, capture, cuda_api, door, factories, pinned, triton_launch
 from syncledger.emulated.tensor import CLAIM, EMU_DEVICE, EmulationError, EmuTensor, nbytes
 from syncledger.emulated.waits import one_hot_kinds
 from syncledger.platform import cuda_present
-from syncledger.record import record_sync
 from syncledger.rules import HostMemory, classify_h2d
 from syncledger.state import STATE
 
@@ -91,10 +90,16 @@ Handler = Callable[[_EmuMode, Any, tuple, dict], Any]
 def _h2d(src: torch.Tensor, dtype: torch.dtype | None, non_blocking: bool, op: str) -> EmuTensor:
     memory = HostMemory(pinned.is_pinned(src), src.is_contiguous())
     kind = classify_h2d(nbytes(src), non_blocking, memory)
-    out = src.to(dtype=dtype, copy=True) if dtype is not None else src.clone()
+    out = EmuTensor(_host_copy(src, dtype))
     if kind is not None:
-        record_sync(kind, op, nbytes(out))
-    return EmuTensor(out)
+        capture.wait(kind, op, nbytes(out))
+    if capture.CAPTURE.steps is not None:  # a captured copy reads the host memory at each replay
+        capture.record(lambda: _host_copy(src, dtype), out)
+    return out
+
+
+def _host_copy(src: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    return src.to(dtype=dtype, copy=True) if dtype is not None else src.clone()
 
 
 def _to_target(args: tuple, kwargs: dict) -> tuple[Any, torch.dtype | None, bool, bool]:
@@ -172,7 +177,10 @@ def _factory(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
         return pinned.pin(out) if pin and isinstance(out, torch.Tensor) else out
     kw["device"] = torch.device("cpu")
     if getattr(func, "__name__", "") not in ("tensor", "as_tensor", "asarray"):
-        return door.wrap_outputs(func(*args, **kw))
+        out = door.wrap_outputs(func(*args, **kw))
+        if capture.CAPTURE.steps is not None:  # a graph makes its factories' values again
+            capture.record(lambda: func(*args, **kw), out)
+        return out
     data = args[0] if args else kw.pop("data")
     if isinstance(data, EmuTensor):
         return EmuTensor(func(data._elem, *args[1:], **kw))
@@ -213,7 +221,7 @@ def _one_hot(mode: _EmuMode, func: Any, args: tuple, kwargs: dict) -> Any:
     if not isinstance(labels, EmuTensor):
         return func(*args, **kwargs)
     for kind in one_hot_kinds(num_classes):
-        record_sync(kind, "one_hot")
+        capture.wait(kind, "one_hot")
     return EmuTensor(func(labels._elem, num_classes))
 
 
@@ -246,6 +254,23 @@ _HANDLERS: dict[str, Handler] = {
 
 # ---- the process's emulated device --------------------------------------------------------
 
+
+def _has_torch_function(relevant_args: Any) -> bool:
+    """`torch.overrides.has_torch_function` as the program would get it on CUDA: the emulated
+    device's own function mode is not there (nn's transformer fast paths are gated on it)."""
+    if len(_function_modes()) > STATE.emulated:  # a mode of the program's own
+        return True
+    return any(_overrides(type(a)) for a in relevant_args)
+
+
+def _overrides(cls: type) -> bool:
+    impl = getattr(cls, "__torch_function__", None)
+    return cls is not torch.Tensor and impl is not None and impl is not _disabled_impl
+
+
+_disabled_impl = torch._C._disabled_torch_function_impl
+_function_modes = torch.overrides._get_current_function_mode_stack
+_plain_has_torch_function = torch.overrides.has_torch_function
 _LOCK = threading.Lock()
 _DEPTH = 0
 _SAVED_DYNAMO: tuple[str | None, bool | None] | None = None
@@ -296,11 +321,13 @@ def _start() -> None:
     factories.install(cuda_too=False)
     _SAVED_DYNAMO = _disable_dynamo()
     threading.Thread._bootstrap_inner = _thread_bootstrap  # type: ignore[attr-defined]
+    torch.overrides.has_torch_function = _has_torch_function
 
 
 def _claim() -> None:
     """From now until the last emulated device ends, code that says "cuda" runs on it."""
     cuda_api.install()
+    triton_launch.install()
     CLAIM.cuda = True
     factories.install(cuda_too=not cuda_present())
 
@@ -309,6 +336,7 @@ def _stop() -> None:
     """The last emulated device of the process ends."""
     global _SAVED_DYNAMO
     threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+    torch.overrides.has_torch_function = _plain_has_torch_function
     if _SAVED_DYNAMO is not None:
         _restore_dynamo(_SAVED_DYNAMO)
         _SAVED_DYNAMO = None
@@ -316,6 +344,7 @@ def _stop() -> None:
     if CLAIM.cuda:
         CLAIM.cuda = False
         cuda_api.uninstall()
+        triton_launch.uninstall()
     pinned.clear()
 
 

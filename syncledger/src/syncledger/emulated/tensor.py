@@ -20,8 +20,8 @@ import torch
 from torch import _tensor_str
 
 from syncledger.emulated import cache
+from syncledger.emulated.capture import wait
 from syncledger.events import SyncKind
-from syncledger.record import record_sync
 from syncledger.state import STATE
 
 EMU_DEVICE = torch.device("meta")
@@ -74,6 +74,8 @@ class EmuTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor) -> EmuTensor:
+        if elem.is_nested:
+            return _nested(cls, elem)
         r = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.shape,
@@ -94,6 +96,10 @@ class EmuTensor(torch.Tensor):
 
     # ---- what Python code sees of the device (C++ keeps `meta`) -----------------------------
     @property
+    def is_nested(self) -> bool:  # type: ignore[override]
+        return self._elem.is_nested
+
+    @property
     def device(self) -> torch.device:  # type: ignore[override]
         return CLAIMED_DEVICE if CLAIM.cuda else EMU_DEVICE
 
@@ -108,11 +114,28 @@ class EmuTensor(torch.Tensor):
     def get_device(self) -> int:
         return 0 if CLAIM.cuda else -1
 
+    def data_ptr(self) -> int:
+        # where the values are, so code that compares addresses (make_graphed_callables copies
+        # an input into its static one unless they are the same memory) sees what CUDA shows
+        return self._elem.data_ptr()
+
     def __deepcopy__(self, memo: dict[int, Any]) -> EmuTensor:
         out = EmuTensor(copy.deepcopy(self._elem.detach(), memo))
         out.requires_grad_(self.requires_grad)
         memo[id(self)] = out
         return out
+
+    # A traceable wrapper subclass (these two methods): `Module.to`/`.cuda` swaps the moved value
+    # into each parameter's own object (torch.utils.swap_tensors), as `param.data = moved` does on
+    # CUDA, so a weight two modules share (GPT-2's tied embedding) stays one tensor, moved once.
+    def __tensor_flatten__(self) -> tuple[list[str], None]:
+        return ["_elem"], None
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], meta: None, outer_size: Any, outer_stride: Any
+    ) -> EmuTensor:
+        return EmuTensor(inner["_elem"])
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # pickling (torch.save, a multiprocessing queue) carries the values, as CUDA's does
@@ -121,7 +144,7 @@ class EmuTensor(torch.Tensor):
     # ---- host reads that do not go through an aten op -------------------------------------
     def tolist(self) -> Any:
         def read() -> Any:
-            record_sync(SyncKind.D2H_READ, "tolist", nbytes(self._elem))
+            wait(SyncKind.D2H_READ, "tolist", nbytes(self._elem))
             return self._elem.tolist()
 
         return _named("tolist", read)
@@ -149,6 +172,19 @@ class EmuTensor(torch.Tensor):
 
     def __array__(self, *_: object, **__: object) -> Any:
         return self.numpy()
+
+
+def _nested(cls: type[EmuTensor], elem: torch.Tensor) -> EmuTensor:
+    # A nested tensor (nn's transformer fast path makes one from a padding mask) has no sizes of
+    # its own: its device tensor takes the padded shape, and its ops (nested kernels) run on it
+    # through the door like any other.
+    padded = (elem.size(0), *elem._nested_tensor_size().amax(0).tolist())
+    r = torch.Tensor._make_wrapper_subclass(
+        cls, padded, dtype=elem.dtype, device=EMU_DEVICE, requires_grad=elem.requires_grad
+    )
+    r._elem = elem
+    cache.track(elem)
+    return r
 
 
 def _rebuild(values: torch.Tensor, requires_grad: bool) -> EmuTensor:

@@ -13,7 +13,7 @@ facts of the CUDA kernels (the emulated device runs the CPU kernels, which read 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +84,6 @@ def _equal(args: tuple, kwargs: dict) -> list[SyncKind]:
     return [] if args[0] is args[1] else [D2H]
 
 
-def _reads(n: int) -> Callable[[tuple, dict], list[SyncKind]]:
-    return lambda args, kwargs: [D2H] * n
-
-
 _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
     aten.index.Tensor: _index,
     aten.index_put_.default: _index_put,
@@ -100,15 +96,60 @@ _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
     aten.equal.default: _equal,
 }
 
-# Ops whose CUDA kernels wait a fixed number of times (bincount: its min and max; unique_dim;
-# cuSOLVER's info checks), derived on a GPU: cuda_op_waits.json beside this file.
+# Ops whose CUDA kernels wait where their CPU kernels do not, derived on a GPU over PyTorch's
+# OpInfo database, the catalogue and the real programs (`python -m harness.checks.op_table`):
+# cuda_op_waits.json beside this file. An entry is the op's waits per call: a count of device
+# reads, a list of kinds in order, or, for an op whose waits depend on its arguments,
+# {"by_args": {call class: waits}, "else": waits} (`call_class`).
 OP_TABLE = Path(__file__).with_name("cuda_op_waits.json")
+Waits = int | list[str] | dict[str, Any]
 
 
-def load_op_table(path: Path = OP_TABLE) -> dict[str, int]:
-    """Op overload name ("aten::bincount", "aten::normal.Tensor_Tensor") -> the host's waits per
-    call on CUDA."""
-    return {name: int(n) for name, n in json.loads(path.read_text())["waits"].items()}
+def load_op_table(path: Path = OP_TABLE) -> dict[str, Waits]:
+    """Op overload name ("aten::bincount", "aten::normal.Tensor_Tensor") -> its waits per call
+    on CUDA, as the table writes them."""
+    return dict(json.loads(path.read_text())["waits"])
+
+
+def _kinds(waits: int | list[str]) -> list[SyncKind]:
+    return [D2H] * waits if isinstance(waits, int) else [SyncKind(k) for k in waits]
+
+
+def _leaves(args: tuple, kwargs: dict) -> Iterator[Any]:
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, (list, tuple)):
+            yield from x
+        else:
+            yield x
+
+
+def call_class(args: tuple, kwargs: dict, on_device: Callable[[torch.Tensor], bool]) -> str:
+    """What decides an op's waits on CUDA, beside the op: one letter per tensor argument, in
+    order (lists flattened): `h` on the host, and on the device `e` empty, `s` a scalar, `d`
+    any other."""
+    out = []
+    for x in _leaves(args, kwargs):
+        if isinstance(x, torch.Tensor):
+            if not on_device(x):
+                out.append("h")
+            elif x.numel() == 0:
+                out.append("e")
+            else:
+                out.append("s" if x.dim() == 0 else "d")
+    return "".join(out)
+
+
+def _is_emulated(t: torch.Tensor) -> bool:
+    return isinstance(t, EmuTensor)
+
+
+def _table_rule(waits: Waits) -> Callable[[tuple, dict], list[SyncKind]]:
+    if not isinstance(waits, dict):
+        kinds = _kinds(waits)
+        return lambda args, kwargs: list(kinds)
+    by_args = {c: _kinds(w) for c, w in waits["by_args"].items()}
+    otherwise = _kinds(waits["else"])
+    return lambda args, kwargs: list(by_args.get(call_class(args, kwargs, _is_emulated), otherwise))
 
 
 def overload_named(name: str) -> Any | None:
@@ -125,7 +166,7 @@ def overload_named(name: str) -> Any | None:
 # By name, not by op: a library whose ops the table names (torchvision) may load after the
 # ledger, and its ops exist only from then on. A plan asks once per op (door._PLANS).
 _TABLE: dict[str, Callable[[tuple, dict], list[SyncKind]]] = {
-    name: _reads(n) for name, n in load_op_table().items()
+    name: _table_rule(waits) for name, waits in load_op_table().items()
 }
 
 
@@ -140,9 +181,9 @@ def reads_by_tags(func: Any) -> bool:
     return tagged
 
 
-def ruled_ops() -> frozenset[str]:
-    """The op overloads (their names) whose waits come from a rule here, not from their tags."""
-    return frozenset(f.name() for f in _MEASURED) | frozenset(_TABLE)
+def measured_ops() -> frozenset[str]:
+    """The op overloads (their names) whose waits a rule here decides from their arguments."""
+    return frozenset(f.name() for f in _MEASURED)
 
 
 def _one_read(args: tuple, kwargs: dict) -> list[SyncKind]:
