@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,12 +89,48 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, parse_yaml(raw, "--set", key) if raw.strip() else ""
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str], src: Source) -> dict[str, Any]:
-    """Set each dotted key in a copy of the raw mapping; unknown keys fail like the file's do."""
-    out = copy.deepcopy(raw)
+def override_keys(overrides: list[str]) -> dict[str, Any]:
+    """Every dotted key the `--set` arguments set, with its value: a mapping given for a
+    section (`--set 'steps={warmup: 1}'`) sets each of its keys, and leaves the section's
+    others as they are. Unknown keys fail like the file's do; so does a key set twice."""
+    out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # key -> the --set argument that set it
     for text in overrides:
         key, value = parse_override(text)
-        schema_type_at(key, Source("--set"))
+        for leaf, v in _leaves(key, value):
+            clash = next((k for k in out if _overlap(k, leaf)), None)
+            if clash is not None:
+                raise InputError(
+                    f"set twice: by {shown(given[clash])} and by {shown(text)}; give each key once",
+                    file="--set",
+                    key=leaf,
+                )
+            out[leaf], given[leaf] = v, text
+    return out
+
+
+def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
+    tp = schema_type_at(key, Source("--set"))
+    if not (isinstance(value, dict) and dataclasses.is_dataclass(tp)):
+        return [(key, value)]
+    if not value:  # it would set nothing, or (as it once did) every key to its default
+        raise InputError(
+            "an empty mapping sets no key; set the keys to change, e.g. --set section.key=value",
+            file="--set",
+            key=key,
+        )
+    return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether setting `a` and `b` sets one key twice (one is, or holds, the other)."""
+    return a == b or a.startswith(f"{b}.") or b.startswith(f"{a}.")
+
+
+def apply_overrides(raw: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
+    """Set each dotted key in a copy of the raw mapping."""
+    out = copy.deepcopy(raw)
+    for key, value in keys.items():
         parts = key.split(".")
         node = out
         for part in parts[:-1]:
@@ -122,8 +159,9 @@ def load_scenario(name_or_path: str, overrides: list[str] | None = None) -> Load
         raise InputError("empty scenario: no keys (see scenarios/*.yaml)", file=shown_path)
     if not isinstance(raw, dict):
         raise InputError("expected a mapping at the top level", file=shown_path)
-    src = Source(shown_path, frozenset(parse_override(o)[0] for o in overrides))
-    merged = apply_overrides(raw, overrides, src)
+    keys = override_keys(overrides)
+    src = Source(shown_path, frozenset(keys))
+    merged = apply_overrides(raw, keys)
     sc = parse_scenario(merged, src)
     if not sc.name:
         sc.name = path.stem

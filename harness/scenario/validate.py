@@ -160,11 +160,18 @@ def field_names(cls: type) -> list[str]:
 def unknown_key(
     key: str, known: list[str], src: Source, prefix: str, hints: typing.Sequence[str] = ()
 ) -> typing.NoReturn:
-    """An unknown key, with the nearest known one (or `hints`) as a suggestion."""
+    """An unknown key, with the nearest known one (or `hints`) as a suggestion; shown escaped
+    when it holds anything but printable ASCII (a zero-width space, a Cyrillic 'е'), which
+    every known key is, so that it never reads as the key it is not."""
     if not hints:
         hints = [prefix + near for near in difflib.get_close_matches(key, known, n=1)]
     said = f" (did you mean {' or '.join(repr(h) for h in hints)}?)" if hints else ""
-    fail(f"unknown key{said}; known keys: {', '.join(known)}", src, prefix + key)
+    plain = key.isascii() and key.isprintable()
+    fail(
+        f"unknown key{said}; known keys: {', '.join(known)}",
+        src,
+        prefix + (key if plain else ascii(key)),
+    )
 
 
 def from_mapping(cls: type, raw: Any, src: Source, prefix: str = "") -> Any:

@@ -1,5 +1,6 @@
-"""Reading a scenario's YAML (a file, or a `--set` value) strictly: UTF-8 only, every key of a
-mapping once, and a bounded size once aliases are expanded.
+"""Reading a scenario's YAML (a file, or a `--set` value) strictly: UTF-8 only, plain scalars
+by YAML 1.2's core schema (harness.scenario.yaml_schema), every key of a mapping once, and a
+bounded size once aliases are expanded.
 
 PyYAML lets the last of two equal keys win (a second `steps:` mapping silently drops the
 first's keys) and builds an alias once however often it is used, so a few hundred bytes of
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 
 from harness.errors import InputError, shown
+from harness.scenario.yaml_schema import Core12Constructor, Core12Resolver, Yaml11Number
 
 MAX_FILE_BYTES = 1 << 20  # a scenario is a few hundred bytes
 MAX_VALUES = 100_000  # values a document may stand for, each use of an alias counted again
@@ -28,9 +30,25 @@ class _DuplicateKey(yaml.constructor.ConstructorError):
             self.first += f", column {first.column + 1}; again at column {mark.column + 1}"
 
 
-class StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one mapping (merge keys, `<<`, may
-    still be overridden: that is what they are for)."""
+class StrictLoader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    Core12Constructor,
+    Core12Resolver,
+):
+    """A safe loader that reads plain scalars by YAML 1.2's core schema (harness.scenario.
+    yaml_schema) and refuses a key given twice in one mapping (merge keys, `<<`, may still be
+    overridden: that is what they are for)."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        Core12Constructor.__init__(self)
+        Core12Resolver.__init__(self)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first: dict[Any, yaml.Mark] = {}
@@ -75,6 +93,11 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
     problem = getattr(exc, "problem", None) or type(exc).__name__
     if isinstance(exc, _DuplicateKey):
         return f"{problem}{where} (first at {exc.first}): a key may appear once"
+    if isinstance(exc, Yaml11Number):
+        return (
+            f"{problem}{where}: {exc.readings}; write the number you mean without leading "
+            "zeros, underscores or colons, or quote it for text"
+        )
     return f"not valid YAML{where}: {problem}"
 
 

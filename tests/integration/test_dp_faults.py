@@ -22,6 +22,7 @@ import pytest
 from harness.results.run_folder import INCOMPLETE_MARKER
 from tests.integration.test_dp_run import SETTINGS
 from tests.support.dp_fakes import BLOCKED_FLAG
+from tests.support.overrides import overridden
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -91,7 +92,7 @@ from tests.support.dp_fakes import blocking_builder
 from harness.dp.job import RankJob
 from harness.dp.launch import launch_local
 from harness.scenario import load_scenario
-loaded = load_scenario("dp_attention", {[*SETTINGS, "dp.timeout_s=60", "dp.streams=[]"]!r})
+loaded = load_scenario("dp_attention", {overridden(SETTINGS, "dp.timeout_s=60", "dp.streams=[]")!r})
 launch_local(RankJob(loaded, "emu", "count", Path("runs"), "run", builder=blocking_builder))
 """
     proc = _launcher(code, tmp_path)
@@ -119,7 +120,7 @@ launch_local(RankJob(loaded, "emu", "count", Path("runs"), "run", builder=blocki
 
 def test_sigterm_to_the_launcher_is_exit_143_and_the_folder_says_so(tmp_path):
     argv = ["bench", "--scenario", "dp_attention", "--device", "emu", "--out", "runs"]
-    argv += [a for s in [*SETTINGS, "steps.count=100000"] for a in ("--set", s)]
+    argv += [a for s in overridden(SETTINGS, "steps.count=100000") for a in ("--set", s)]
     code = f"import sys; from harness.cli import main; sys.exit(main({argv!r}))"
     proc = _launcher(code, tmp_path)
     try:

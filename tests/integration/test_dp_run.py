@@ -29,6 +29,7 @@ from harness.results.run_folder import INCOMPLETE_MARKER, is_complete, new_run_i
 from harness.results.summary import format_summary
 from harness.scenario import load_scenario
 from tests.support.dp_fakes import DYING_RANK, EXIT_CODE, dying_builder, dying_builder_peer_busy
+from tests.support.overrides import overridden
 
 SETTINGS = [
     "steps.warmup=1",
@@ -203,7 +204,7 @@ def test_dp_figures_01_and_02_label_ranks_and_wrap_their_panels(run):
 def test_a_rank_that_dies_leaves_an_incomplete_run_with_its_outcome(
     tmp_path, monkeypatch, builder, stopped_by
 ):
-    loaded = load_scenario("dp_attention", [*SETTINGS, "dp.timeout_s=10", "dp.streams=[]"])
+    loaded = load_scenario("dp_attention", overridden(SETTINGS, "dp.timeout_s=10", "dp.streams=[]"))
     job = RankJob(loaded, "emu", "both", tmp_path, new_run_id(), builder=builder)
     killed = []  # ranks the launcher had to SIGKILL: those that outlived its 30 s grace
     kill = multiprocessing.process.BaseProcess.kill

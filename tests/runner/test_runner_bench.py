@@ -16,6 +16,7 @@ from harness.results.tables import COLUMNS
 from harness.runner.bench import run_bench
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
+from tests.support.overrides import overridden
 from tests.support.runner_fakes import fake_builder
 
 SETS = [
@@ -158,7 +159,7 @@ def test_summary_and_compare(run):
 
 
 def test_interrupted_run_stays_incomplete(tmp_path):
-    loaded = load_scenario("nonspec", [*SETS, "serving.variants=[after]"])
+    loaded = load_scenario("nonspec", overridden(SETS, "serving.variants=[after]"))
 
     def boom(sc, cell, device):
         raise KeyboardInterrupt
@@ -190,7 +191,9 @@ def test_time_pass_cuda_rows_with_emulated_events():
     """The CUDA branch of the time pass (events, e2e) run against the emulated torch.cuda."""
     from harness.runner.time_pass import run_time_pass
 
-    sets = [*SETS, "serving.variants=[after]", "serving.mirror=auto", "serving.batch_sizes=[4]"]
+    sets = overridden(
+        SETS, "serving.variants=[after]", "serving.mirror=auto", "serving.batch_sizes=[4]"
+    )
     sc = load_scenario("nonspec", sets).scenario
     with open_device("emu") as dh:
         rows = run_time_pass(sc, dh.device, "cuda", fake_builder, show_progress=False)

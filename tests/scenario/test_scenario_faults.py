@@ -6,10 +6,13 @@ Every case goes through the command line (`main`), the way a user meets it; none
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from harness.cli import main
 from harness.errors import MAX_MESSAGE
+from harness.scenario import load_scenario
 
 TINY = """\
 serving:
@@ -89,6 +92,60 @@ def test_duplicate_keys_are_refused_with_both_lines(refused, tmp_path):
     assert "s.yaml: duplicate key 'steps' at line 5 (first at line 2)" in err
     err = refused("nonspec", "steps={count: 1, count: 2}")
     assert err.startswith("error: --set: steps: duplicate key 'count' at line 1")
+
+
+@pytest.mark.parametrize(
+    ("setting", "readings"),
+    [
+        ("serving.batch_sizes=[010]", "'010' at line 1: YAML 1.1 reads it as 8, YAML 1.2 as 10"),
+        ("steps.count=1:00", "'1:00' at line 1: YAML 1.1 reads it as 60, YAML 1.2 as text"),
+        ("steps.count=1_000", "'1_000' at line 1: YAML 1.1 reads it as 1000, YAML 1.2 as text"),
+        ("seed=0b101", "'0b101' at line 1: YAML 1.1 reads it as 5, YAML 1.2 as text"),
+    ],
+)
+def test_a_number_that_yaml_1_1_reads_otherwise_is_refused(refused, setting, readings):
+    assert f"--set: {setting.split('=')[0]}: ambiguous number {readings}" in refused(
+        "nonspec", setting
+    )
+
+
+def test_a_leading_zero_in_a_file_is_refused_with_its_line(refused, tmp_path):
+    err = refused(_file(tmp_path, TINY.replace("batch_sizes: [4]", "batch_sizes: [010]")))
+    assert "s.yaml: ambiguous number '010' at line 4: YAML 1.1 reads it as 8, YAML 1.2 as 10" in err
+
+
+def test_numbers_read_as_yaml_1_2_reads_them():
+    sc = load_scenario("nonspec", ["seed=0o17", "steps.count=0x10", "serving.forward_us=1e3"])
+    assert (sc.scenario.seed, sc.scenario.steps.count) == (15, 16)
+    assert sc.scenario.sections["serving"].forward_us == 1000.0
+
+
+def test_set_on_a_section_merges_into_it():
+    steps = load_scenario("nonspec", ["steps.count=3", "steps={warmup: 1}"]).scenario.steps
+    assert (steps.count, steps.warmup) == (3, 1)
+    file = load_scenario("eagle").scenario.sections["serving"]
+    merged = load_scenario("eagle", ["serving={context_len: 1024}"]).scenario.sections["serving"]
+    assert merged == dataclasses.replace(file, context_len=1024)
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["steps.count=1", "steps.count=2"], "--set: steps.count: set twice: by 'steps.count=1'"),
+        (["steps.count=3", "steps={count: 4}"], "--set: steps.count: set twice"),
+        (["serving.spec=null", "serving.spec.steps=2"], "--set: serving.spec.steps: set twice"),
+        (["serving={}"], "--set: serving: an empty mapping sets no key"),
+    ],
+)
+def test_a_key_set_twice_or_an_empty_section_is_refused(refused, sets, message):
+    assert message in refused("eagle", *sets)
+
+
+def test_a_key_with_invisible_or_confusable_characters_is_shown_escaped(refused, tmp_path):
+    err = refused(_file(tmp_path, "se\u200bed: 3\n" + TINY))
+    assert "s.yaml: 'se\\u200bed': unknown key (did you mean 'seed'?)" in err
+    err = refused("nonspec", "s\u0435ed=3")  # a Cyrillic е
+    assert "--set: 's\\u0435ed': unknown key (did you mean 'seed'?)" in err
 
 
 def test_an_alias_bomb_is_refused_fast_and_echoed_short(refused, tmp_path):
