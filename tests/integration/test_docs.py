@@ -110,6 +110,13 @@ def test_every_command_target_and_key_named_exists() -> None:
             pytest.fail(f"{page}: --set {key}: {exc}")
 
 
+def test_the_reference_says_how_to_run_the_commands_on_its_first_screen() -> None:
+    """`python -m harness` works only in the set-up environment: its first screen says how."""
+    venv = re.search(r"^VENV := (\S+)$", (REPO / "Makefile").read_text(), re.M)[1]
+    first = "\n".join((REPO / "docs" / "README.md").read_text().splitlines()[:25])
+    assert f"source {venv}/bin/activate" in first and f"{venv}/bin/python -m harness" in first
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor of a heading."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
