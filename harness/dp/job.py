@@ -94,9 +94,15 @@ def rank_env() -> RankEnv:
     )
 
 
+# What torch's elastic agent (torchrun's) sets in every process it starts, beside the rank
+# variables: those alone are what a SLURM or torchrun shell leaves behind for its children.
+AGENT_VARIABLE = "TORCHELASTIC_RUN_ID"
+
+
 def launched_by_torch() -> bool:
-    """Whether torchrun (or another torch.distributed launcher) started this process."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    """Whether torchrun (torch's elastic agent) started this process as one rank. Stray rank
+    variables without the agent's are ignored: this process then starts the ranks itself."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", AGENT_VARIABLE))
 
 
 def check_gpus(ranks_here: int, what: str) -> None:

@@ -215,3 +215,29 @@ def test_sigterm_while_dp_ranks_start_names_only_a_folder_that_exists(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"terminated (SIGTERM): run folder left incomplete: {folder}"
     assert json.loads((folder / "meta.json").read_text())["stopped"] == "terminated (SIGTERM)"
+
+
+def test_stray_launcher_variables_do_not_make_bench_a_rank(tmp_path, monkeypatch):
+    """RANK, WORLD_SIZE, LOCAL_RANK and MASTER_ADDR as a SLURM or torchrun shell leaves them
+    for its children: `bench` of a DP scenario still starts its own ranks (only torch's
+    agent, which names its run, makes this process one of them)."""
+    from harness.dp import launch
+    from harness.dp.job import AGENT_VARIABLE, RankResult
+
+    stray = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "10.255.255.1"}
+    for name, value in stray.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(AGENT_VARIABLE, raising=False)
+    started = []
+
+    def launch_local(job):
+        started.append(job.loaded.name)
+        return RankResult(tmp_path, complete=True, reason=None)
+
+    def run_rank(job):
+        raise AssertionError("this process took itself for a rank")
+
+    monkeypatch.setattr(launch, "launch_local", launch_local)
+    monkeypatch.setattr(launch, "run_rank", run_rank)
+    argv = ["bench", "--scenario", "dp_attention", "--device", "emu", "--out", str(tmp_path)]
+    assert main(argv) == 0 and started == ["dp_attention"]
