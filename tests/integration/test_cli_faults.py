@@ -82,6 +82,23 @@ def test_report_and_trace_unwritable_output_are_exit_2(tmp_path, not_a_folder, c
     assert str(not_a_folder) in _one_line(capsys.readouterr().err)
 
 
+def test_the_gpu_suite_fails_when_its_steps_fail(tmp_path):
+    """Every step fails here (its Python is `false`; without a GPU make refuses gpu-check)."""
+    out = tmp_path / "suite"
+    env = {**os.environ, "PYTHON": "false"}
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu_suite.sh", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    steps = (out / "steps.txt").read_text().splitlines()
+    assert done.returncode == 1 and len(steps) == 6
+    assert done.stderr.strip().splitlines()[-1].startswith("gpu_suite: 6 of 6 steps failed")
+
+
 def _interrupt_count_pass(*args, **kwargs):
     raise KeyboardInterrupt
 
