@@ -7,24 +7,10 @@ choices), so `python -m harness report` runs where only the results' readers are
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from harness.commands import load_commands
-from harness.errors import (
-    EXIT_CODES,
-    EXIT_FAILED,
-    EXIT_OPERATIONAL,
-    EXIT_USAGE,
-    CheckFailed,
-    InputError,
-    Interrupted,
-    OperationalError,
-    os_error_text,
-    sigterm_as_ctrl_c,
-    stop_reason,
-    stop_signal,
-)
+from harness.errors import EXIT_CODES, EXIT_USAGE, exit_code
 
 DESCRIPTION = "`python -m harness COMMAND ...`: the sync and latency harness's commands."
 
@@ -50,26 +36,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    with sigterm_as_ctrl_c():
-        try:
-            argv = sys.argv[1:] if argv is None else argv
-            args = build_parser(argv).parse_args(argv)  # inside: Ctrl-C while torch imports
-            return int(args._run(args) or 0)
-        except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        except CheckFailed as exc:
-            print(f"FAILED: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
-            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
-            print(f"error: {text}", file=sys.stderr)
-            return EXIT_OPERATIONAL
-        except Interrupted as exc:
-            head = "interrupted" if exc.signum == signal.SIGINT else stop_reason(exc.signum)
-            print(f"{head}: {exc}", file=sys.stderr)
-            return 128 + exc.signum
-        except KeyboardInterrupt as exc:  # commands that leave something behind say what
-            signum = stop_signal(exc)
-            print(stop_reason(signum), file=sys.stderr)
-            return 128 + signum
+    argv = sys.argv[1:] if argv is None else argv
+
+    def run() -> int:
+        args = build_parser(argv).parse_args(argv)  # inside: Ctrl-C while torch imports
+        return int(args._run(args) or 0)
+
+    return exit_code(run)

@@ -9,7 +9,13 @@ N stopped it: 130 Ctrl-C, 143 SIGTERM (Interrupted).
 
 from __future__ import annotations
 
+import functools
 import signal
+import sys
+from collections.abc import Callable
+from typing import ParamSpec
+
+from syncledger.console import fit_console
 
 # The errors and signal handling every command shares with the sync ledger's own command line.
 from syncledger.errors import (
@@ -38,6 +44,8 @@ __all__ = [
     "Interrupted",
     "OperationalError",
     "Terminated",
+    "exit_code",
+    "one_line_errors",
     "os_error_text",
     "shown",
     "sigterm_as_ctrl_c",
@@ -45,6 +53,7 @@ __all__ = [
     "stop_signal",
 ]
 
+P = ParamSpec("P")
 EXIT_CODES = (
     "exit codes: 0 ok, 1 a regression or a failed check, 2 bad input or usage, 3 the "
     "environment failed (disk full, file too large, unwritable file, bad environment "
@@ -63,3 +72,39 @@ class Interrupted(Exception):
     def __init__(self, message: str, signum: int = signal.SIGINT):
         self.signum = int(signum)
         super().__init__(message)
+
+
+def exit_code(run: Callable[[], int]) -> int:
+    """Run a command: its exit code, or the one its error stands for, said in one line."""
+    fit_console()  # a terminal that cannot show µ gets "us", not a traceback after the run
+    with sigterm_as_ctrl_c():
+        try:
+            return int(run() or 0)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except CheckFailed as exc:
+            print(f"FAILED: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
+            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            print(f"error: {text}", file=sys.stderr)
+            return EXIT_OPERATIONAL
+        except Interrupted as exc:
+            head = "interrupted" if exc.signum == signal.SIGINT else stop_reason(exc.signum)
+            print(f"{head}: {exc}", file=sys.stderr)
+            return 128 + exc.signum
+        except KeyboardInterrupt as exc:  # commands that leave something behind say what
+            signum = stop_signal(exc)
+            print(stop_reason(signum), file=sys.stderr)
+            return 128 + signum
+
+
+def one_line_errors(main: Callable[P, int]) -> Callable[P, int]:
+    """A script's `main` (the GPU checks') with the commands' exit codes and one-line errors."""
+
+    @functools.wraps(main)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> int:
+        return exit_code(lambda: main(*args, **kwargs))
+
+    return wrapped

@@ -41,7 +41,8 @@ from harness.checks.backend_cases import (
     oracle_case,
     reserve_for,
 )
-from harness.results.files import write_json
+from harness.errors import one_line_errors
+from harness.results.files import result_files, write_atomic, write_json
 from syncledger import SyncLedger, emulated_device_beside_gpu, region
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
@@ -248,6 +249,7 @@ def _payload(rows: list[Row], kernels: list[str], skipped: list[str], elapsed: f
     }
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.backend_gpu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for gpucheck.json/.txt")
@@ -255,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="Flash only, fewer seeds")
     ap.add_argument("--no-oracle", action="store_true", help="skip the per-token oracle")
     args = ap.parse_args(argv)
+    files = result_files(args.out, ("gpucheck.txt", "gpucheck.json"))
     has_cuda = torch.cuda.is_available()
     dev = torch.device("cuda", torch.cuda.current_device()) if has_cuda else torch.device("cpu")
     kernels, skipped = _available_kernels(args.kernels)
@@ -268,9 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         f"skipped {skipped or 'none'}; {elapsed:.1f} s",
     )
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpucheck.txt").write_text(text + "\n")
-    write_json(args.out / "gpucheck.json", _payload(rows, kernels, skipped, elapsed))
+    write_atomic(files["gpucheck.txt"], text + "\n")
+    write_json(files["gpucheck.json"], _payload(rows, kernels, skipped, elapsed))
     return 0 if all(r.ok for r in rows) else 1
 
 

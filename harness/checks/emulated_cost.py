@@ -36,7 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.checks import sync_overhead
 from harness.checks.sync_overhead import Row, sample_rows, time_steps
-from harness.results.files import write_dict_rows
+from harness.errors import one_line_errors
+from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import emulated_device, region
 
@@ -185,14 +186,15 @@ def summary(rows: list[Row]) -> list[str]:
     return lines
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.emulated_cost", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
     ap.add_argument("--steps", type=int, default=500, help="timed steps per configuration")
     args = ap.parse_args(argv)
+    files = result_files(args.out, ("emulated_cost.csv", "meta.json"))
     rows = cost_rows(args.steps)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_dict_rows(args.out / "emulated_cost.csv", rows)
+    write_dict_rows(files["emulated_cost.csv"], rows)
     kind = "cuda" if torch.cuda.is_available() else "emu"
     write_check_meta(args.out, "emulated_cost", kind, steps=args.steps, intra_op_threads=1)
     print("\n".join(summary(rows)))

@@ -42,7 +42,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from harness.checks import op_samples
-from harness.results.files import write_atomic, write_dict_rows
+from harness.errors import one_line_errors
+from harness.results.files import atomic_path, result_files, write_atomic, write_dict_rows
 from harness.results.meta import versions, write_check_meta
 from syncledger import SyncLedger, cupti
 from syncledger.emulated import door, waits
@@ -310,6 +311,7 @@ def record(entries: dict[str, Any], derived: dict[str, Any], seen_ops: set[str])
     write_atomic(waits.OP_TABLE, json.dumps(doc, indent=1) + "\n")
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.op_table", description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
@@ -330,27 +332,28 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     faulthandler.enable()  # a crash in a kernel names the body's frames
+    names = ("op_table.json", "coverage.json", "ops.csv", "bodies.csv", "op_calls.pt", "meta.json")
+    files = result_files(args.out, names)
     t0 = time.monotonic()
     counts: dict[str, int] = Counter()
     seen, rows = Observations(), []
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
 
     def write() -> tuple[dict[str, Any], dict[str, Any]]:
         entries, varied = derive(seen.calls, _tagged, _ruled())
         cov = coverage(counts, rows, seen, entries, varied)
         cov["seconds"] = round(time.monotonic() - t0)
-        write_atomic(out / "op_table.json", json.dumps(entries, indent=1, sort_keys=True) + "\n")
-        write_atomic(out / "coverage.json", json.dumps(cov, indent=1) + "\n")
-        write_dict_rows(out / "ops.csv", _op_rows(seen))
-        write_dict_rows(out / "bodies.csv", rows)
-        torch.save(seen.kept, out / "op_calls.pt")
+        write_atomic(files["op_table.json"], json.dumps(entries, indent=1, sort_keys=True) + "\n")
+        write_atomic(files["coverage.json"], json.dumps(cov, indent=1) + "\n")
+        write_dict_rows(files["ops.csv"], _op_rows(seen))
+        write_dict_rows(files["bodies.csv"], rows)
+        with atomic_path(files["op_calls.pt"]) as tmp:
+            torch.save(seen.kept, tmp)
         return entries, cov
 
     observe(_bodies(args.budget_s, args.per_op, counts), seen, rows, write)
     entries, cov = write()
     extra = {"measured_commit": args.measured_commit} if args.measured_commit else {}
-    write_check_meta(out, "op_table", "cuda", cupti=cupti.status(), **extra)
+    write_check_meta(args.out, "op_table", "cuda", cupti=cupti.status(), **extra)
     _print_coverage(cov)
     if args.record:
         model = re.search(r"\b([a-z]\d{2,3})\b", torch.cuda.get_device_name().lower())

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
+from harness.errors import one_line_errors
 from harness.programs import suite
-from harness.results.files import write_dict_rows
+from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import cupti
 
@@ -38,6 +39,7 @@ def _row(cuda: suite.Verdict, emu: suite.Verdict | None) -> dict[str, object]:
     }
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.programs_gpu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("programs_gpu: no CUDA device; nothing was run or written", file=sys.stderr)
         return 2
+    files = result_files(args.out, ("programs.csv", "meta.json"))
     cupti.attach()
     expected = suite.load_expected()
     rows, cuda_outcomes, ok = [], [], True
@@ -58,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = ok and cuda.ok and (emu is None or emu.ok)
         rows.append(_row(cuda, emu))
         print(f"{program.name}: cuda {'ok' if cuda.ok else 'FAILED'}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_dict_rows(args.out / "programs.csv", rows)
+    write_dict_rows(files["programs.csv"], rows)
     write_check_meta(args.out, "programs_gpu", "cuda", cupti=cupti.status())
     for r in rows:
         print(

@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from harness.checks.emulated_cost import one_intra_op_thread
-from harness.results.files import write_dict_rows
+from harness.errors import one_line_errors
+from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import SyncLedger, cupti, emulated_device_beside_gpu, region
 
@@ -201,6 +202,7 @@ def verdict_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.record_cost", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
@@ -211,13 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("record_cost: no CUDA device; nothing was run or written", file=sys.stderr)
         return 2
+    files = result_files(args.out, ("record_cost.csv", "meta.json"))
     if args.device == "cuda":
         rows = probe_rows(torch.device("cuda"), args.calls, args.rounds)
     else:
         with emulated_device_beside_gpu() as dev:
             rows = probe_rows(dev, args.calls, args.rounds)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_dict_rows(args.out / "record_cost.csv", rows)
+    write_dict_rows(files["record_cost.csv"], rows)
     write_check_meta(
         args.out,
         "record_cost",

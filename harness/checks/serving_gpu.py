@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from harness.results.files import write_json
+from harness.errors import one_line_errors
+from harness.results.files import result_files, write_atomic, write_json
 from harness.serving.buckets import capture_buckets
 from harness.serving.section import ServingConfig
 from harness.serving.world import WorldConfig, build_world
@@ -156,6 +157,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.serving_gpu", description=__doc__)
     ap.add_argument("--out", required=True, type=Path)
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpucheck needs a CUDA device", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
+    files = result_files(args.out, ("gpucheck.txt", "gpucheck.json"))
     root = Path(__file__).resolve().parents[2]
     sizes = scenario_batch_sizes(root)
     t0 = time.perf_counter()
@@ -200,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     text += ["", f"{'PASS' if ok else 'FAIL'} in {time.perf_counter() - t0:.1f} s"]
     report = "\n".join(text)
     print(report)
-    (args.out / "gpucheck.txt").write_text(report + "\n")
-    write_json(args.out / "gpucheck.json", {"ok": ok, "buckets": rows, "full_capture": full})
+    write_atomic(files["gpucheck.txt"], report + "\n")
+    write_json(files["gpucheck.json"], {"ok": ok, "buckets": rows, "full_capture": full})
     return 0 if ok else 1
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 import torch
 
 from harness.checks import emulated_cost, record_cost, sync_oracle, sync_overhead
-from harness.results.files import write_dict_rows
+from harness.errors import one_line_errors
+from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import (
     NVTX_BACKEND,
@@ -250,6 +251,7 @@ def _summary(cat: list[Row], threshold: tuple[int | None, int] | None, targets: 
     return ok
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.sync_gpu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
@@ -262,7 +264,14 @@ def main(argv: list[str] | None = None) -> int:
             "sync_gpu: no CUDA device on this machine; nothing was run or written", file=sys.stderr
         )
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
+    names = (
+        "catalogue.csv",
+        "overhead.csv",
+        "record_cost.csv",
+        "meta.json",
+        *(("threshold.csv",) if use_cuda else ()),
+    )
+    files = result_files(args.out, names)
     dev = torch.device("cuda" if use_cuda else "cpu")
     # overheads first: installing the interceptors and attaching a profiler are for good
     overhead = sync_overhead.step_overhead(dev, args.steps)
@@ -272,11 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     per_call = record_cost.probe_rows(dev) if use_cuda else []
     with emulated_device_beside_gpu() as emu:
         per_call += record_cost.probe_rows(emu)
-    write_dict_rows(args.out / "record_cost.csv", per_call)
+    write_dict_rows(files["record_cost.csv"], per_call)
 
     cat = check_catalogue(use_cuda)
     _print_catalogue(cat)
-    write_dict_rows(args.out / "catalogue.csv", cat)
+    write_dict_rows(files["catalogue.csv"], cat)
     threshold = None
     extra: dict[str, object] = {
         "ledger_staging_bytes": pageable_staging_bytes(),
@@ -284,11 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     if use_cuda:
         measured, tried = check_threshold()
-        write_dict_rows(args.out / "threshold.csv", tried)
+        write_dict_rows(files["threshold.csv"], tried)
         threshold = (measured, pageable_staging_bytes())
         extra.update(measured_staging_bytes=measured, sleep_ms=sync_oracle.SLEEP_MS)
         overhead += sync_overhead.profiler_overhead(args.steps)
-    write_dict_rows(args.out / "overhead.csv", overhead)
+    write_dict_rows(files["overhead.csv"], overhead)
     targets = _print_overhead(overhead, cupti_at_overhead)
     print("\nwhat the ledger adds to one call (median over interleaved rounds):")
     print("\n".join(f"  {line}" for line in record_cost.summary(per_call)))

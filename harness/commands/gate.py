@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.commands import command
 from harness.errors import Interrupted, stop_signal
+from harness.results.files import OutputPlan
 from harness.scenario import LoadedScenario, scenario_names
 from harness.scenario.loader import display_path
 
@@ -42,6 +43,14 @@ def check_count_passes(loaded: list[LoadedScenario], device_kind: str) -> None:
         check_single_rank(ls.scenario, "count", device_kind, display_path(ls.path))
 
 
+def scenario_inputs(loaded: list[LoadedScenario]) -> OutputPlan:
+    """A plan of the command's files, the scenario files it reads declared on it."""
+    plan = OutputPlan()
+    for ls in loaded:
+        plan.read(ls.path, "--scenarios")
+    return plan
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
     configure_common(p)
     p.add_argument(
@@ -71,14 +80,18 @@ def _configure(p: argparse.ArgumentParser) -> None:
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.gate.baseline import baseline_path
     from harness.gate.run import chosen_scenarios, run_gate
     from harness.runner.device import open_device
-    from syncledger.snapshot_formats import check_outputs, markdown, outputs, write_outputs
+    from syncledger.snapshot_formats import markdown, outputs, write_outputs
     from syncledger.snapshot_verdict import Tier
 
     loaded = chosen_scenarios(args.scenarios)
-    outs = outputs(args.json, args.junit, None, ("--json", "--junit", "--markdown"))
-    check_outputs(outs)  # before the count passes, not after
+    plan = scenario_inputs(loaded)
+    for ls in loaded:
+        plan.read(baseline_path(args.baselines, ls.name), "--baselines")
+    # before the count passes, not after
+    outs = outputs(args.json, args.junit, None, ("--json", "--junit", "--markdown"), plan)
     tier = Tier(strict=args.strict, warn_only=args.warn_only)
     report = sys.stderr if args.markdown else sys.stdout
     t0 = time.perf_counter()

@@ -27,7 +27,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.errors import CheckFailed, InputError
     from harness.report import load_run
-    from harness.report.notebooks import execute_all
+    from harness.report.notebooks import NOTEBOOKS, execute_all
+    from harness.results.load import reading
 
     try:  # dev extras; a bare GPU box may lack them (report and trace do not need them)
         import ipykernel  # noqa: F401
@@ -36,9 +37,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"needs nbclient and ipykernel (pip install -e '.[dev]'): {exc}") from exc
 
     # the notebooks load the run the same way; a bad table is exit 2 here, before any kernel
-    folder = load_run(args.run, root=args.root).path
+    data = load_run(args.run, root=args.root)
+    out = args.out if args.out is not None else data.path / "notebooks"
+    plan = reading(data)
+    for name in NOTEBOOKS:  # before any kernel starts
+        plan.write(out / name, "--out")
     failed = []
-    for ex in execute_all(folder, args.out, timeout_s=args.timeout):
+    for ex in execute_all(data.path, out, timeout_s=args.timeout):
         status = "ok" if ex.error is None else f"FAILED: {ex.error}"
         print(f"{ex.name}: {status} ({ex.seconds:.1f} s) -> {ex.path}")
         if ex.error is not None:

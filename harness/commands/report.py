@@ -27,13 +27,17 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: matplotlib and pandas are not needed by the other commands' start-up.
     from harness.errors import InputError
     from harness.report import combine_runs, load_run, write_report
-    from harness.results.files import check_writable
+    from harness.report.figures import figures_of
+    from harness.results.load import reading
 
     if len(args.runs) > 1 and args.out is None:
         raise InputError("several runs need --out (where the plots go)", key="--out")
     data = combine_runs([load_run(r, root=args.root) for r in args.runs or [None]])
     out = args.out if args.out is not None else data.path / "plots"
-    check_writable(out, "--out")
+    plan = reading(data)
+    plan.folder(out, "--out")
+    for stem in figures_of(data):  # before any figure is drawn
+        plan.write(out / f"{stem}.png", "--out")
     report = write_report(data, out)
     print(f"report of {data.label}:")
     for path in report.written:

@@ -31,21 +31,18 @@ def run(args: argparse.Namespace) -> int:
     from harness.errors import InputError
     from harness.report import load_run
     from harness.report.trace import build_trace
-    from harness.results.files import check_writable, write_atomic
+    from harness.results.files import write_atomic
+    from harness.results.load import reading
 
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError("must be at least 1", key="--max-steps")
-    if args.output is not None and args.output.is_dir():
-        raise InputError(
-            "is a folder; -o takes the trace file's path", file=str(args.output), key="--output"
-        )
     data = load_run(args.run, root=args.root)
+    target = args.output or data.path / "trace.json"
+    out = reading(data).write(target, "--output")  # before the trace is built
     trace = build_trace(data, max_steps=args.max_steps)
-    out = args.output or data.path / "trace.json"
-    check_writable(out.parent, "--output")
     write_atomic(out, json.dumps(trace, separators=(",", ":")))
     other = trace["otherData"]
-    print(f"wrote {out}: {len(trace['traceEvents'])} events, {other['syncs_placed']} syncs")
+    print(f"wrote {target}: {len(trace['traceEvents'])} events, {other['syncs_placed']} syncs")
     print(f"  region layout: {other['region_layout']}")
     print("  open it in https://ui.perfetto.dev (Open trace file)")
     return 0

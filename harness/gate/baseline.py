@@ -62,6 +62,11 @@ Key = tuple[str, str, str, int, int, str, str, str]
 NOT_COUNTED = ("description", "steps.time", "steps.time_emu", "steps.round_steps")
 
 
+def baseline_path(folder: Path, scenario: str) -> Path:
+    """Where the baseline of `scenario` lives in `folder`."""
+    return Path(folder) / f"{scenario}.json"
+
+
 def counted_config(loaded: LoadedScenario) -> dict[str, Any]:
     cfg = loaded.effective()
     for dotted in NOT_COUNTED:
@@ -250,6 +255,7 @@ __all__ = [
     "DEFAULT_DIR",
     "Baseline",
     "Observed",
+    "baseline_path",
     "config_sha256",
     "load_baseline",
     "observe",

@@ -10,6 +10,7 @@ from typing import TextIO
 from harness.errors import InputError, Interrupted, stop_signal
 from harness.gate.baseline import (
     Baseline,
+    baseline_path,
     config_sha256,
     load_baseline,
     observe,
@@ -52,7 +53,7 @@ def load_baselines(loaded: list[LoadedScenario], folder: Path) -> list[Baseline]
     check_no_orphans(loaded, folder)
     out = []
     for ls in loaded:
-        base = load_baseline(folder / f"{ls.name}.json")
+        base = load_baseline(baseline_path(folder, ls.name))
         if base.data["config_sha256"] != config_sha256(ls):
             raise InputError(
                 "stale baseline: the scenario's configuration changed since it was made; "
@@ -142,7 +143,7 @@ def write_baselines(
     try:
         for ls in loaded:
             obs = observe(run_count_pass(ls.scenario, dh.device, builder, show_progress))
-            path = folder / f"{ls.name}.json"
+            path = baseline_path(folder, ls.name)
             write_baseline(path, to_json(ls, obs, dh.kind))
             total = sum(obs.counts.values())
             failed = sum(1 for v in obs.outcomes.values() if v != "ok")

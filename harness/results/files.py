@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from syncledger.outputs import (
+    OutputPlan,
     atomic_path,
     check_writable,
     json_text,
@@ -19,15 +20,24 @@ from syncledger.outputs import (
 )
 
 __all__ = [
+    "OutputPlan",
     "atomic_path",
     "check_writable",
     "json_text",
+    "result_files",
     "sha256_hex",
     "temporary_name",
     "write_atomic",
     "write_dict_rows",
     "write_json",
 ]
+
+
+def result_files(folder: Path, names: Iterable[str], option: str = "--out") -> dict[str, Path]:
+    """The files a command writes into `folder` by name, declared before any work (OutputPlan:
+    one it cannot write, or must not replace, is an InputError)."""
+    plan = OutputPlan()
+    return {name: plan.write(Path(folder) / name, option) for name in names}
 
 
 def write_dict_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> str:

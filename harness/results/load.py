@@ -16,11 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import InputError
+from harness.results.files import OutputPlan
 
 # The runner's table definitions are the file format's single source of truth, and
 # harness.results.read its one reader; these modules hold constants and file helpers only.
 from harness.results.read import read_json_file, read_meta, read_table
-from harness.results.run_folder import DEFAULT_ROOT, is_complete
+from harness.results.run_folder import DEFAULT_ROOT, is_complete, result_files
 from harness.results.tables import CELL_KEYS as _CELL_KEYS
 from harness.results.tables import COLUMNS, MEASURED_PATHS
 from harness.results.tables import ROW_KEYS as _ROW_KEYS
@@ -33,6 +34,7 @@ __all__ = [
     "combine_runs",
     "find_runs",
     "load_run",
+    "reading",
     "rows_of",
 ]
 
@@ -63,6 +65,7 @@ class RunData:
     traced_latency: pd.DataFrame = field(default_factory=pd.DataFrame)
     traced_waits: pd.DataFrame = field(default_factory=pd.DataFrame)
     title: str = ""  # set for several runs shown together
+    files: list[Path] = field(default_factory=list)  # the run folders' files it was read from
 
     @property
     def device(self) -> str:
@@ -90,6 +93,14 @@ class RunData:
         if "worlds" in self.meta:
             return dict(self.meta["worlds"])
         return {str(self.meta.get("scenario")): str(self.meta.get("world"))}
+
+
+def reading(run: RunData) -> OutputPlan:
+    """The output plan of a command that reads `run`: its run folders' files are inputs."""
+    plan = OutputPlan()
+    for f in run.files:
+        plan.read(f, "RUN")
+    return plan
 
 
 def rows_of(run: RunData, world: str) -> RunData:
@@ -150,7 +161,8 @@ def load_run(run: str | Path | None = None, root: Path = RUNS_ROOT) -> RunData:
         traced = df["traced"] == 1
         frames[split], frames[table] = df[traced], df[~traced]
     stacks = read_json_file(folder, "stacks.json", meta)
-    return RunData(path=folder, meta=meta, stacks=stacks, **frames)
+    files = result_files(folder, meta)
+    return RunData(path=folder, meta=meta, stacks=stacks, files=files, **frames)
 
 
 def combine_runs(runs: list[RunData]) -> RunData:
@@ -178,4 +190,5 @@ def combine_runs(runs: list[RunData]) -> RunData:
     }
     stacks = {k: v for r in runs for k, v in r.stacks.items()}
     title = " + ".join(f"{r.path.parent.name}/{r.path.name}" for r in runs)
-    return RunData(path=runs[0].path, meta=meta, stacks=stacks, title=title, **frames)
+    files = [f for r in runs for f in r.files]
+    return RunData(path=runs[0].path, meta=meta, stacks=stacks, title=title, files=files, **frames)

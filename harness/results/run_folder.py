@@ -102,6 +102,12 @@ class RunFolder:
                 write()
 
 
+def result_files(folder: Path, meta: dict[str, Any]) -> list[Path]:
+    """The files a run folder is made of: meta.json and every file it records."""
+    names = {*meta.get("files", []), *(meta.get("sha256") or {})}
+    return [Path(folder) / "meta.json", *(Path(folder) / n for n in sorted(names))]
+
+
 def is_complete(path: Path) -> bool:
     path = Path(path)
     if (path / INCOMPLETE_MARKER).exists():

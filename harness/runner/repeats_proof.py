@@ -19,13 +19,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.errors import one_line_errors
 from harness.results.compare import compare_runs, time_deltas
 from harness.results.deltas import cell_rates, noise_floor, paired_delta
-from harness.results.files import json_text, write_atomic
+from harness.results.files import json_text, result_files, write_atomic
 from harness.results.load import RunData, load_run
 from harness.results.meta import utc_now
 from harness.results.samples import headline_metric, step_times
 from harness.results.tables import AA_ARM
+from harness.runner.device import device_kind
+from harness.scenario import load_scenario
 
 RUNS = 3
 _VARIANT, _ARM, _BATCH = 2, 6, 4  # positions in a cell tuple (CELL_KEYS)
@@ -42,8 +45,12 @@ def _bench(args: argparse.Namespace, i: int) -> Path:
         argv += ["--set", s]
     out = subprocess.run(argv, capture_output=True, text=True)
     write_atomic(args.out / f"bench_{i}.txt", out.stdout + out.stderr)
-    if out.returncode != 0:
-        sys.exit(f"bench run {i} failed (exit {out.returncode}); see {args.out}/bench_{i}.txt")
+    if out.returncode != 0:  # its exit code stands: 2 bad input, 3 the environment, ...
+        print(
+            f"bench run {i} failed (exit {out.returncode}); see {args.out}/bench_{i}.txt",
+            file=sys.stderr,
+        )
+        raise SystemExit(out.returncode)
     (folder,) = set(runs.glob("*/*")) - before
     return folder
 
@@ -79,6 +86,7 @@ def _within_run(i: int, run: RunData, reference: str) -> tuple[list[tuple], list
     return aa, deltas
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.runner.repeats_proof")
     p.add_argument("--out", type=Path, required=True)
@@ -87,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    device_kind(args.device)  # a device this machine lacks: exit 2 before any run
+    load_scenario(args.scenario, args.set)  # so is a bad scenario or --set
+    pairs = itertools.combinations(range(RUNS), 2)
+    names = [*(f"bench_{i}.txt" for i in range(RUNS)), *(f"compare_{i}_{j}.txt" for i, j in pairs)]
+    result_files(args.out, [*names, "pairs.csv", "aa.csv", "deltas.csv", "meta.json"])
     folders = [_bench(args, i) for i in range(RUNS)]
     runs = [load_run(f) for f in folders]
     reference = "before"

@@ -4,8 +4,10 @@ appended to GitHub's job summary), the warn-only tier; and bad --baselines / out
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -128,6 +130,53 @@ def test_an_unwritable_output_is_exit_2_before_any_count(gate, tmp_path, capsys,
     assert "--json: cannot write" in capsys.readouterr().err
     assert run("--junit", str(tmp_path)) == 2
     assert "--junit: is a folder, not a file" in capsys.readouterr().err
+
+
+def test_an_output_on_a_baseline_or_another_output_is_refused_before_any_count(
+    gate, tmp_path, capsys, monkeypatch
+):
+    run, base = gate
+    monkeypatch.setattr(gate_run, "run_gate", None)  # must not be reached
+    baseline = base / "nonspec.json"
+    kept = baseline.read_bytes()
+    assert run("--json", str(baseline)) == 2
+    err = capsys.readouterr().err
+    assert f"{baseline}: --json: is an input of this command (--baselines)" in err
+    assert run("--json", str(tmp_path / "v"), "--junit", str(tmp_path / "v")) == 2
+    assert "--junit: is the output of --json too" in capsys.readouterr().err
+    assert baseline.read_bytes() == kept and not (tmp_path / "v").exists()
+
+
+def test_a_full_disk_while_writing_the_junit_is_exit_3_naming_it(
+    gate, tmp_path, capsys, monkeypatch
+):
+    """The README's promise: a full disk is exit 3, whichever output meets it."""
+    from syncledger import outputs
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def open_(path, mode="r", *args, **kwargs):
+        f = open(path, mode, *args, **kwargs)  # noqa: SIM115 (closed by its caller's `with`)
+        return FullDisk(f) if "v.xml" in str(path) else f
+
+    run, _ = gate
+    monkeypatch.setattr(outputs, "open", open_, raising=False)
+    out = tmp_path / "v.xml"
+    assert run("--junit", str(out)) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: {out}: {os.strerror(errno.ENOSPC)}"
+    assert not out.exists() and not list(tmp_path.glob(".v.xml.*"))
 
 
 def test_a_run_folder_for_baselines_is_named_as_such(gate, tmp_path, capsys):

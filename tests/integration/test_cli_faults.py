@@ -82,6 +82,34 @@ def test_report_and_trace_unwritable_output_are_exit_2(tmp_path, not_a_folder, c
     assert str(not_a_folder) in _one_line(capsys.readouterr().err)
 
 
+def test_an_output_never_replaces_a_fifo_or_a_file_of_its_run(tmp_path, capsys):
+    """A FIFO stands for any device (`--junit /dev/null` as root): refused, left as it was."""
+    from tests.support.report_fixtures import write_run
+
+    run = write_run(tmp_path / "runs", "eagle", batch_sizes=(1,), steps=2)
+    files = {p.name: p.read_bytes() for p in run.iterdir()}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    input_ = "is an input of this command (RUN): an output never overwrites it"
+    for target, why in (
+        (run / "counts.csv", input_),
+        (run / "meta.json", input_),
+        (fifo, "is a FIFO: an output never replaces one; name a regular file"),
+    ):
+        assert main(["trace", str(run), "-o", str(target)]) == 2
+        assert _one_line(capsys.readouterr().err) == f"error: {target}: --output: {why}"
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == files and fifo.is_fifo()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_repeats_proof_on_cuda_without_a_gpu_is_exit_2_before_any_run(tmp_path, capsys):
+    from harness.runner import repeats_proof
+
+    out = tmp_path / "proof"
+    assert repeats_proof.main(["--out", str(out), "--device", "cuda"]) == 2
+    assert "--device" in _one_line(capsys.readouterr().err) and not out.exists()
+
+
 def test_the_gpu_suite_fails_when_its_steps_fail(tmp_path):
     """Every step fails here (its Python is `false`; without a GPU make refuses gpu-check)."""
     out = tmp_path / "suite"

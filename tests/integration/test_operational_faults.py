@@ -6,6 +6,7 @@ and a run folder left behind is marked stopped with the reason."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import signal
@@ -143,7 +144,7 @@ def test_trace_into_a_folder_is_exit_2(tmp_path, capsys):
     run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
     assert main(["trace", str(run), "-o", str(tmp_path)]) == 2
     line = _one_line(capsys.readouterr().err)
-    assert line == f"error: {tmp_path}: --output: is a folder; -o takes the trace file's path"
+    assert line == f"error: {tmp_path}: --output: is a folder, not a file"
 
 
 @pytest.mark.parametrize(
@@ -164,6 +165,18 @@ def test_a_meta_json_that_cannot_be_read_is_said_as_such(tmp_path, capsys, edit,
         assert main(command) == 2
         line = _one_line(capsys.readouterr().err)
         assert expect in line and "incomplete" not in line, line
+
+
+def test_an_ascii_terminal_gets_us_not_a_traceback(tmp_path, monkeypatch):
+    """`PYTHONIOENCODING=ascii` (or a C locale): µs and Δ are written as "us" and "delta"."""
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="ascii") for _ in range(2))
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["compare", str(run), str(run)]) == 0
+    out.flush()
+    text = out.buffer.getvalue().decode("ascii")
+    assert "delta p50 = +0.0 us (no interval)" in text
 
 
 def test_compare_of_different_configurations_says_what_differs(tmp_path):

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 import syncledger
+from syncledger.console import fit_console
 from syncledger.device import DEVICE_KINDS
 from syncledger.errors import (
     EXIT_OPERATIONAL,
@@ -38,7 +39,7 @@ from syncledger.errors import (
     stop_signal,
 )
 from syncledger.limits import limit_line
-from syncledger.outputs import check_writable, write_atomic
+from syncledger.outputs import OutputPlan, write_atomic
 
 EXIT_CODES = (
     "exit codes: the script's own, 1 when it raises, 2 bad input or usage, 3 the environment "
@@ -142,14 +143,14 @@ def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise InputError("no such script", file=str(script))
+    plan = OutputPlan()  # here, before the script may change the working folder
+    plan.read(script, "SCRIPT")
+    json_out = plan.write(args.json, "--json") if args.json is not None else None
     try:
         kind = resolve_kind(args.device)
     except ValueError as exc:
         raise InputError(str(exc), key="--device") from None
     check_environment()
-    json_path = None if args.json is None else Path.cwd() / args.json  # before the script moves
-    if json_path is not None:
-        check_writable(json_path.parent, "--json")
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     # the launcher's own frames are not where a script's syncs come from
     skip_frames_of(__file__, str(Path(syncledger.__file__).with_name("__main__.py")))
@@ -172,12 +173,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(ledger.format_table(args.stack_depth))
-    if json_path is not None:
-        write_atomic(json_path, ledger.to_json())
+    if json_out is not None:
+        write_atomic(json_out, ledger.to_json())
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
+    fit_console()
     with sigterm_as_ctrl_c():
         try:
             return run(build_parser().parse_args(argv))

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syncledger.errors import InputError
-from syncledger.outputs import check_writable, json_text, write_atomic
+from syncledger.outputs import OutputPlan, json_text, write_atomic
 from syncledger.snapshot_verdict import MAX_LINES, Change, Suite, Verdict, new_site_lines
 
 FORMAT = "harness-sync-verdict"
@@ -202,15 +201,20 @@ class Output:
 
 
 def outputs(
-    json: Path | None, junit: Path | None, md: Path | None, options: tuple[str, str, str]
+    json: Path | None,
+    junit: Path | None,
+    md: Path | None,
+    options: tuple[str, str, str],
+    plan: OutputPlan,
 ) -> list[Output]:
     """The files asked for (`options` names their flags), and the job summary of GitHub
-    Actions when `GITHUB_STEP_SUMMARY` is set."""
+    Actions when `GITHUB_STEP_SUMMARY` is set: each declared on `plan` (refused there, before
+    any work, when it cannot be written or would land on an input or another output)."""
     asked = zip((json, junit, md), options, (_json_render, junit_xml, markdown))
-    out = [Output(Path(p), option, render) for p, option, render in asked if p is not None]
+    out = [Output(plan.write(p, option), option, render) for p, option, render in asked if p]
     summary = os.environ.get(STEP_SUMMARY)
     if summary:
-        out.append(Output(Path(summary), STEP_SUMMARY, markdown, append=True))
+        out.append(Output(plan.write(summary, STEP_SUMMARY), STEP_SUMMARY, markdown, append=True))
     return out
 
 
@@ -218,32 +222,16 @@ def _json_render(v: Verdict) -> str:
     return json_text(verdict_json(v))
 
 
-def check_outputs(outs: list[Output]) -> None:
-    """Before any work: each output can be written, or one line naming it (InputError)."""
-    for o in outs:
-        if o.path.is_dir():
-            raise InputError("is a folder, not a file", file=str(o.path), key=o.option)
-        check_writable(o.path.parent, o.option)
-        if o.append:
-            try:
-                with open(o.path, "a", encoding="utf-8"):
-                    pass
-            except OSError as exc:
-                reason = exc.strerror or type(exc).__name__
-                raise InputError(
-                    f"cannot append ({reason})", file=str(o.path), key=o.option
-                ) from None
-
-
 def write_outputs(v: Verdict, outs: list[Output]) -> None:
+    """Write each output; an OSError (a full disk) reaches the command line (exit 3)."""
     for o in outs:
         text = o.render(v)
-        try:
-            if o.append:
+        if o.append:
+            try:
                 with open(o.path, "a", encoding="utf-8") as f:
                     f.write(text)
-            else:
-                write_atomic(o.path, text)
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise InputError(f"cannot write ({reason})", file=str(o.path), key=o.option) from None
+            except OSError as exc:  # a failed write names no file: say which
+                exc.filename = exc.filename or str(o.path)
+                raise
+        else:
+            write_atomic(o.path, text)

@@ -24,18 +24,13 @@ from typing import Any
 
 import pytest
 
-from syncledger.errors import InputError
+from syncledger.errors import EXIT_OPERATIONAL, EXIT_USAGE, InputError, os_error_text
 from syncledger.events import SyncEvent
 from syncledger.failures import SyncSnapshotMismatch
 from syncledger.ledger import SyncLedger
-from syncledger.snapshot_file import (
-    Entry,
-    apply_changes,
-    check_snapshot_writable,
-    entry_syncs,
-    load_snapshots,
-)
-from syncledger.snapshot_formats import Output, check_outputs, outputs, write_outputs
+from syncledger.outputs import OutputPlan
+from syncledger.snapshot_file import Entry, apply_changes, entry_syncs, load_snapshots
+from syncledger.snapshot_formats import Output, outputs, write_outputs
 from syncledger.snapshot_verdict import (
     Change,
     Locate,
@@ -141,15 +136,15 @@ class SnapshotSession:
                 "review it and commit it",
                 file=shown,
             )
-        if opts.records:
-            check_snapshot_writable(opts.path, shown, "--sync-snapshot-file")
+        plan = OutputPlan(self.base)  # the file is written when the run records
+        (plan.write if opts.records else plan.read)(opts.path, "--sync-snapshot-file")
         self.outputs: list[Output] = outputs(
             opts.json,
             opts.junit,
             opts.markdown,
             ("--sync-snapshot-json", "--sync-snapshot-junit", "--sync-snapshot-markdown"),
+            plan,
         )
-        check_outputs(self.outputs)
         self.part = Part(Suite(shown, shown, ACCEPT))
         self.verdict: Verdict | None = None
         self.written = ""
@@ -327,12 +322,15 @@ class SnapshotSession:
 
 @contextmanager
 def exit_on_input_error() -> Iterator[None]:
-    """Bad input ends the session with one line and exit code 2, as the harness's commands do
-    (pytest's own usage errors exit 4)."""
+    """Bad input ends the session with one line and exit code 2, a failed write (a full disk)
+    with one line and exit code 3, as the harness's commands do (pytest's own usage errors
+    exit 4)."""
     try:
         yield
     except InputError as exc:
-        pytest.exit(f"error: {exc}", returncode=2)
+        pytest.exit(f"error: {exc}", returncode=EXIT_USAGE)
+    except OSError as exc:
+        pytest.exit(f"error: {os_error_text(exc)}", returncode=EXIT_OPERATIONAL)
 
 
 def _shown(path: Path, base: Path) -> str:
