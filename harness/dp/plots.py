@@ -61,25 +61,30 @@ def plot_dp_exchange_wait(run: RunData) -> Figure:
         return empty(new_figure(8, 2), f"no time-pass samples of {EXCHANGE_REGION}")
     cells = dp_cells(run)
     cells = cells[cells["label"].isin(set(wait["label"]))]
-    rows = list(cells.groupby(["backend", "forward_us"], sort=False).groups)
+    rows = list(cells.groupby(["scenario", "backend", "forward_us"], sort=False).groups)
     cols = sorted(set(cells["injected"]))
     fig = new_figure(6 * len(cols), 2.8 * len(rows) + 1.2)
     axes = fig.subplots(len(rows), len(cols), squeeze=False)
-    inject = run.meta["dp"].get("inject") or {}
-    for i, (backend, forward) in enumerate(rows):
-        in_row = cells[(cells["backend"] == backend) & (cells["forward_us"] == forward)]
+    inject = run.meta["dp"].get("inject")
+    planted = (
+        f"with {inject['kind']}() on rank {inject['rank']}" if inject else "with the planted sync"
+    )
+    several = cells["scenario"].nunique() > 1  # runs shown together: name each row's
+    for i, (scenario, backend, forward) in enumerate(rows):
+        in_row = cells[
+            (cells["scenario"] == scenario)
+            & (cells["backend"] == backend)
+            & (cells["forward_us"] == forward)
+        ]
         row_values = wait.loc[wait["label"].isin(set(in_row["label"])), "us"]
         for j, injected in enumerate(cols):
             ax = axes[i][j]
             labels = set(in_row.loc[in_row["injected"] == injected, "label"])
             _wait_panel(ax, wait[wait["label"].isin(labels)])
             maybe_log(ax, row_values)  # one scale per row
-            what = (
-                f"with {inject.get('kind')}() on rank {inject.get('rank')}"
-                if injected
-                else ("without a planted sync")
-            )
-            ax.set_title(f"{backend} · forward {forward:g} µs · {what}", fontsize=9)
+            what = planted if injected else "without a planted sync"
+            head = f"{scenario} · " if several else ""
+            ax.set_title(f"{head}{backend} · forward {forward:g} µs · {what}", fontsize=9)
         lows = [ax.get_ylim()[0] for ax in axes[i]]
         highs = [ax.get_ylim()[1] for ax in axes[i]]
         for ax in axes[i]:  # the same scale within a row: with and without side by side

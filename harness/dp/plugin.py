@@ -48,6 +48,26 @@ def per_cell(run: RunData) -> RunData:
     return dataclasses.replace(run, **{t: named(getattr(run, t)) for t in COLUMNS})
 
 
+def dp_runs(run: RunData) -> RunData:
+    """What the DP figures draw: a DP run as it is; several DP runs shown together as one,
+    each cell labelled `scenario/label` (the `case` column and meta.json's cells alike)."""
+    if not run.parts:
+        return run
+    cells = {
+        f"{part.meta['scenario']}/{label}": {**axes, "scenario": part.meta["scenario"]}
+        for part in run.parts
+        for label, axes in part.meta["dp"]["cells"].items()
+    }
+    injects = [part.meta["dp"].get("inject") for part in run.parts]
+    inject = injects[0] if all(i == injects[0] for i in injects) else None
+    meta = {**run.meta, "dp": {"cells": cells, "inject": inject}}
+
+    def labelled(df: pd.DataFrame) -> pd.DataFrame:
+        return df.assign(case=df["scenario"] + "/" + df["case"]) if len(df) else df
+
+    return dataclasses.replace(run, meta=meta, **{t: labelled(getattr(run, t)) for t in COLUMNS})
+
+
 def figures() -> dict[str, FigureSpec]:
     from harness.dp.plots import plot_dp_exchange_wait, plot_dp_syncs_per_rank
 
@@ -57,8 +77,8 @@ def figures() -> dict[str, FigureSpec]:
     }
     return {
         **cells,
-        "dp_syncs_per_rank": FigureSpec(plot_dp_syncs_per_rank, "count"),
-        "dp_exchange_wait": FigureSpec(plot_dp_exchange_wait, "time"),
+        "dp_syncs_per_rank": FigureSpec(lambda r: plot_dp_syncs_per_rank(dp_runs(r)), "count"),
+        "dp_exchange_wait": FigureSpec(lambda r: plot_dp_exchange_wait(dp_runs(r)), "time"),
     }
 
 
@@ -76,7 +96,7 @@ PLUGIN = register_world(
                 gated=False,
             ),
             ResultsPart(dp_summary, serving_vocabulary),
-            ReportPart(figures, step_starts=aligned_step_starts),
+            ReportPart(figures, step_starts=aligned_step_starts, serving_view=per_cell),
         ),
     )
 )

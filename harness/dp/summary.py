@@ -22,10 +22,11 @@ EXCHANGE_REGION = "step/scheduler/dp_exchange"
 
 
 def dp_cells(run: RunData) -> pd.DataFrame:
-    """One row per DP cell: label, backend, forward_us, injected."""
+    """One row per DP cell: label, scenario, backend, forward_us, injected."""
     cells = run.meta.get("dp", {}).get("cells", {})
-    rows = [{"label": label, **axes} for label, axes in cells.items()]
-    return pd.DataFrame(rows, columns=["label", "backend", "forward_us", "injected"])
+    scenario = run.meta.get("scenario")
+    rows = [{"label": label, "scenario": scenario, **axes} for label, axes in cells.items()]
+    return pd.DataFrame(rows, columns=["label", "scenario", "backend", "forward_us", "injected"])
 
 
 def syncs_per_rank_step(run: RunData) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.lifecycle.section import SECTION, LifecycleConfig, check_lifecycle, lifecycle_of
 from harness.lifecycle.summary import lifecycle_summary
 from harness.registry import WorldPlugin, register_world
-from harness.report.figures import ReportPart
+from harness.report.figures import ReportPart, as_they_are
 from harness.results.vocabulary import ResultsPart
 from harness.runner.cells import Cell, Problem, RunnerPart
 from harness.scenario import Scenario
@@ -60,7 +60,7 @@ PLUGIN = register_world(
             ),
             RunnerPart(serving_cells, build, check_cell, serving_footprint),
             ResultsPart(lifecycle_summary, serving_vocabulary),
-            ReportPart(serving.figures),
+            ReportPart(serving.figures, serving_view=as_they_are),
         ),
     )
 )

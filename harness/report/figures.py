@@ -12,15 +12,19 @@ Nothing here imports matplotlib: a figure's module is imported when the figure i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from harness import registry
 from harness.results.files import atomic_path
 from harness.results.load import RunData, rows_of
 from harness.results.samples import step_times
+from harness.results.tables import COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -42,14 +46,20 @@ class FigureSpec:
     needs: str  # a NEEDS key
 
 
+def as_they_are(run: RunData) -> RunData:
+    return run
+
+
 @dataclass(frozen=True)
 class ReportPart:
-    """A world's figures (in reading order), and, for the trace, where each step starts on a
-    time axis its cells share (DP attention: the ranks aligned at the exchange; None: each
-    cell's steps laid end to end)."""
+    """A world's figures (in reading order); for the trace, where each step starts on a time
+    axis its cells share (DP attention: the ranks aligned at the exchange; None: each cell's
+    steps laid end to end); and its rows as the serving world's tables and figures draw them
+    in the notebooks (DP attention: each DP cell a scenario of its own; None: they do not)."""
 
     figures: Callable[[], dict[str, FigureSpec]]  # imports the drawing modules when called
     step_starts: Callable[[RunData], dict[tuple, float]] | None = None
+    serving_view: Callable[[RunData], RunData] | None = None
 
 
 def report_parts(run: RunData) -> dict[str, ReportPart]:
@@ -65,6 +75,25 @@ def figures_of(run: RunData) -> dict[str, tuple[str, FigureSpec]]:
         for name, spec in part.figures().items():
             out[f"{len(out) + 1:02d}_{name}"] = (world, spec)
     return out
+
+
+def serving_rows(run: RunData) -> RunData:
+    """The run's rows the serving world's tables and figures draw, each world's in its view
+    (ReportPart.serving_view); the run's meta.json and stacks as they are."""
+    views = [
+        part.serving_view(rows_of(run, world))
+        for world, part in report_parts(run).items()
+        if part.serving_view is not None
+    ]
+    return dataclasses.replace(
+        run,
+        **{
+            t: pd.concat([getattr(v, t) for v in views], ignore_index=True)
+            if views
+            else getattr(run, t).iloc[0:0]
+            for t in COLUMNS
+        },
+    )
 
 
 def has_cells(run: RunData) -> bool:

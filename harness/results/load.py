@@ -9,7 +9,6 @@ truth.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from harness.results.files import OutputPlan
 # The runner's table definitions are the file format's single source of truth, and
 # harness.results.read its one reader; these modules hold constants and file helpers only.
 from harness.results.read import read_json_file, read_meta, read_table
-from harness.results.run_folder import DEFAULT_ROOT, is_complete, result_files
+from harness.results.run_folder import DEFAULT_ROOT, is_complete, meta_json, result_files
 from harness.results.tables import CELL_KEYS as _CELL_KEYS
 from harness.results.tables import COLUMNS, MEASURED_PATHS
 from harness.results.tables import ROW_KEYS as _ROW_KEYS
@@ -66,6 +65,7 @@ class RunData:
     traced_waits: pd.DataFrame = field(default_factory=pd.DataFrame)
     title: str = ""  # set for several runs shown together
     files: list[Path] = field(default_factory=list)  # the run folders' files it was read from
+    parts: list[RunData] = field(default_factory=list)  # the runs shown together, if several
 
     @property
     def device(self) -> str:
@@ -105,13 +105,21 @@ def reading(run: RunData) -> OutputPlan:
 
 def rows_of(run: RunData, world: str) -> RunData:
     """The run's rows of one world's scenarios (all of a run of that world; none of a run of
-    another; of runs shown together, those of that world's runs)."""
+    another; of runs shown together, that world's run as it was read, meta.json included, or
+    the rows of that world's runs)."""
     scenarios = [s for s, w in run.worlds.items() if w == world]
+    parts = [p for p in run.parts if _scenario(p) in scenarios]
+    if len(parts) == 1:
+        return parts[0]
 
     def ours(df: pd.DataFrame) -> pd.DataFrame:
         return df[df["scenario"].isin(scenarios)] if "scenario" in df else df
 
-    return dataclasses.replace(run, **{t: ours(getattr(run, t)) for t in FRAMES})
+    return dataclasses.replace(run, parts=parts, **{t: ours(getattr(run, t)) for t in FRAMES})
+
+
+def _scenario(run: RunData) -> str:
+    return str(run.meta.get("scenario") or run.path.parent.name)
 
 
 def find_runs(root: Path = RUNS_ROOT) -> list[Path]:
@@ -120,8 +128,8 @@ def find_runs(root: Path = RUNS_ROOT) -> list[Path]:
 
     def key(p: Path) -> tuple[str, float]:
         try:
-            start = str(json.loads((p / "meta.json").read_text()).get("start_time", ""))
-        except (OSError, json.JSONDecodeError):
+            start = str(meta_json(p).get("start_time", ""))
+        except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not a mapping
             start = ""
         return (start, (p / "meta.json").stat().st_mtime)
 
@@ -161,6 +169,11 @@ def load_run(run: str | Path | None = None, root: Path = RUNS_ROOT) -> RunData:
         traced = df["traced"] == 1
         frames[split], frames[table] = df[traced], df[~traced]
     stacks = read_json_file(folder, "stacks.json", meta)
+    if not isinstance(stacks, dict):  # stack id -> frames
+        raise InputError(
+            f"expected a mapping of stack ids to stacks, got {type(stacks).__name__}",
+            file=str(folder / "stacks.json"),
+        )
     files = result_files(folder, meta)
     return RunData(path=folder, meta=meta, stacks=stacks, files=files, **frames)
 
@@ -169,7 +182,7 @@ def combine_runs(runs: list[RunData]) -> RunData:
     """Several runs of different scenarios as one, to draw scenarios side by side."""
     if len(runs) == 1:
         return runs[0]
-    scenarios = [str(r.meta.get("scenario") or r.path.parent.name) for r in runs]
+    scenarios = [_scenario(r) for r in runs]
     if len(set(scenarios)) < len(scenarios):
         # rows of two runs of one scenario share every key: per-step counts would double
         raise InputError(
@@ -191,4 +204,13 @@ def combine_runs(runs: list[RunData]) -> RunData:
     stacks = {k: v for r in runs for k, v in r.stacks.items()}
     title = " + ".join(f"{r.path.parent.name}/{r.path.name}" for r in runs)
     files = [f for r in runs for f in r.files]
-    return RunData(path=runs[0].path, meta=meta, stacks=stacks, title=title, files=files, **frames)
+    parts = [p for r in runs for p in (r.parts or [r])]
+    return RunData(
+        path=runs[0].path,
+        meta=meta,
+        stacks=stacks,
+        title=title,
+        files=files,
+        parts=parts,
+        **frames,
+    )

@@ -20,8 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness import registry
 from harness.errors import InputError, shown
 from harness.results.files import sha256_hex
+from harness.results.run_folder import meta_json
 from harness.results.tables import COLUMNS, FORMAT_VERSION, RESULT_FORMAT
 from harness.results.upgrade import oldest_readable, upgrade_meta, upgrade_table, written_tables
 
@@ -49,7 +51,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
     this harness does not read."""
     path = Path(folder) / "meta.json"
     try:
-        meta = json.loads(path.read_bytes())
+        meta = meta_json(folder)
     except FileNotFoundError:
         raise InputError("not a run folder (no meta.json)", file=str(folder)) from None
     except OSError as exc:
@@ -65,6 +67,13 @@ def read_meta(folder: Path) -> dict[str, Any]:
     if not isinstance(meta.get("world"), str):
         raise InputError(
             "missing: a run of this format names its world", file=str(path), key="world"
+        )
+    known = registry.worlds()
+    if meta["world"] not in known:  # nothing would draw or summarise it
+        raise InputError(
+            f"unknown world {shown(meta['world'])}; this harness knows {', '.join(known)}",
+            file=str(path),
+            key="world",
         )
     return meta
 

@@ -57,7 +57,7 @@ class RunFolder:
     @classmethod
     def reopen(cls, path: Path) -> RunFolder:
         """A run folder another process made (rank 0 of a DP run), to record why it stopped."""
-        meta = json.loads((Path(path) / "meta.json").read_text())
+        meta = meta_json(path)
         folder = cls(path, meta)
         folder.files = list(meta.get("files", []))
         return folder
@@ -108,12 +108,18 @@ def result_files(folder: Path, meta: dict[str, Any]) -> list[Path]:
     return [Path(folder) / "meta.json", *(Path(folder) / n for n in sorted(names))]
 
 
+def meta_json(folder: Path) -> Any:
+    """The parsed meta.json of a run folder, read the one way every reader reads it: as bytes,
+    so a UTF-8 byte-order mark an editor added is skipped (OSError, ValueError otherwise)."""
+    return json.loads((Path(folder) / "meta.json").read_bytes())
+
+
 def is_complete(path: Path) -> bool:
     path = Path(path)
     if (path / INCOMPLETE_MARKER).exists():
         return False
     try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        meta = meta_json(path)
+    except (OSError, ValueError):
         return False
-    return bool(meta.get("complete"))
+    return isinstance(meta, dict) and bool(meta.get("complete"))

@@ -5,7 +5,7 @@ figures."""
 from __future__ import annotations
 
 from harness.registry import WorldPlugin, register_world
-from harness.report.figures import FigureSpec, ReportPart
+from harness.report.figures import FigureSpec, ReportPart, as_they_are
 from harness.results.vocabulary import ResultsPart
 from harness.runner.cells import RunnerPart
 from harness.scenario.schema import ScenarioPart
@@ -33,7 +33,7 @@ PLUGIN = register_world(
             ScenarioPart(sections={SECTION: ServingConfig}),
             RunnerPart(serving_cells, build_serving_world, check_serving_cell, serving_footprint),
             ResultsPart(serving_summary, serving_vocabulary),
-            ReportPart(figures),
+            ReportPart(figures, serving_view=as_they_are),
         ),
     )
 )

@@ -194,6 +194,28 @@ def test_dp_figures_01_and_02_label_ranks_and_wrap_their_panels(run):
     assert len(columns) <= 3 and fig.get_figwidth() <= 3 * 5.5
 
 
+def test_a_dp_run_shown_with_another_run_and_in_the_notebooks(run, tmp_path):
+    """Shown together with a run of another world, the DP figures read the DP run's own
+    meta.json; the notebooks draw the serving figures from each DP cell as its own scenario,
+    as the report does."""
+    from harness.report import combine_runs, serving_rows
+    from harness.report.sync_plots import plot_syncs_by_region
+    from harness.results.load import rows_of
+    from tests.support.report_fixtures import write_run
+
+    dp = load_run(run)
+    other = load_run(write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2))
+    both = combine_runs([dp, other])
+    fig = figures()["dp_syncs_per_rank"].draw(rows_of(both, "dp"))
+    assert {ax.get_title() for ax in fig.axes if ax.axison} == set(dp.meta["dp"]["cells"])
+    cells = serving_rows(both).counts
+    assert set(cells["scenario"]) == {
+        "eagle",
+        *(f"dp_attention/{c}" for c in dp.meta["dp"]["cells"]),
+    }
+    plot_syncs_by_region(serving_rows(dp).counts, dp.label)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("builder", "stopped_by"),

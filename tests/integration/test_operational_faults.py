@@ -5,6 +5,7 @@ and a run folder left behind is marked stopped with the reason."""
 
 from __future__ import annotations
 
+import codecs
 import errno
 import io
 import json
@@ -20,7 +21,7 @@ from harness.cli import main
 from harness.results.compare import compare_runs
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
 from tests.support.overrides import overridden
-from tests.support.report_fixtures import write_run
+from tests.support.report_fixtures import reseal, write_run
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["serving.batch_sizes=4", "serving.variants=after", "steps.warmup=0", "steps.count=1"]
@@ -155,6 +156,7 @@ def test_trace_into_a_folder_is_exit_2(tmp_path, capsys):
         (lambda m: {**m, "result_format_version": 99}, "result format version 99, newer than"),
         (lambda m: {**m, "result_format_version": "4"}, "result format version '4', result_"),
         (lambda m: {k: v for k, v in m.items() if k != "result_format"}, "not a run's meta.json"),
+        (lambda m: {**m, "world": "servin\u200bg"}, "world: unknown world 'servin\\u200bg'; this"),
     ],
 )
 def test_a_meta_json_that_cannot_be_read_is_said_as_such(tmp_path, capsys, edit, expect):
@@ -165,6 +167,25 @@ def test_a_meta_json_that_cannot_be_read_is_said_as_such(tmp_path, capsys, edit,
         assert main(command) == 2
         line = _one_line(capsys.readouterr().err)
         assert expect in line and "incomplete" not in line, line
+
+
+def test_a_meta_json_with_a_byte_order_mark_reads_as_the_run_it_is(tmp_path, capsys):
+    """Saved by an editor that writes a UTF-8 byte-order mark: still this complete run."""
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    (run / "meta.json").write_bytes(codecs.BOM_UTF8 + (run / "meta.json").read_bytes())
+    assert is_complete(run)
+    assert main(["trace", str(run), "-o", str(tmp_path / "t.json")]) == 0, capsys.readouterr().err
+
+
+def test_stacks_that_are_not_a_mapping_are_named(tmp_path, capsys):
+    run = write_run(tmp_path, "eagle", batch_sizes=(1,), steps=2)
+    (run / "stacks.json").write_text("[]")
+    reseal(run, "stacks.json")
+    assert main(["trace", str(run)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert (
+        line == f"error: {run / 'stacks.json'}: expected a mapping of stack ids to stacks, got list"
+    )
 
 
 def test_an_ascii_terminal_gets_us_not_a_traceback(tmp_path, monkeypatch):
