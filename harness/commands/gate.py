@@ -12,6 +12,7 @@ from harness.errors import Interrupted, stop_signal
 from harness.results.files import OutputPlan
 from harness.scenario import LoadedScenario, scenario_names
 from harness.scenario.loader import display_path
+from syncledger.snapshot_verdict import Verdict
 
 
 def configure_common(p: argparse.ArgumentParser) -> None:
@@ -114,19 +115,20 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         print(markdown(verdict), end="")
     took = f"{time.perf_counter() - t0:.1f} s on device {dh.kind}"
+    code, line = closing_line(verdict, args.strict, took)
+    print(line, file=report)
+    return code
+
+
+def closing_line(verdict: Verdict, strict: bool, took: str) -> tuple[int, str]:
+    """The gate's exit code and its last line (`took`: how long, on which device)."""
     failed = [s.name for s in verdict.suites if verdict.suite_status(s) == "failed"]
     if failed:
         regressed = any(s.regressions for s in verdict.suites)
         what = "regressions" if regressed else "differences (strict)"
-        print(f"gate FAILED: {what} in {', '.join(failed)} ({took})", file=report)
-        return 1
+        return 1, f"gate FAILED: {what} in {', '.join(failed)} ({took})"
     warned = [s.name for s in verdict.suites if verdict.suite_status(s) == "warned"]
     if warned:
-        print(f"gate passed (warn-only): would fail in {', '.join(warned)} ({took})", file=report)
-        return 0
-    rule = "the same counts and outcomes as" if args.strict else "no more syncs than"
-    print(
-        f"gate passed: {len(verdict.suites)} scenario(s), {rule} the baselines ({took})",
-        file=report,
-    )
-    return 0
+        return 0, f"gate passed (warn-only): would fail in {', '.join(warned)} ({took})"
+    rule = "the same counts and outcomes as" if strict else "no more syncs than"
+    return 0, f"gate passed: {len(verdict.suites)} scenario(s), {rule} the baselines ({took})"
