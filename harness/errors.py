@@ -15,8 +15,6 @@ import sys
 from collections.abc import Callable
 from typing import ParamSpec
 
-from syncledger.console import fit_console
-
 # The errors and signal handling every command shares with the sync ledger's own command line.
 from syncledger.errors import (
     EXIT_FAILED,
@@ -32,6 +30,7 @@ from syncledger.errors import (
     stop_reason,
     stop_signal,
 )
+from syncledger.errors import exit_code as ledger_exit_code
 
 __all__ = [
     "EXIT_CODES",
@@ -75,29 +74,21 @@ class Interrupted(Exception):
 
 
 def exit_code(run: Callable[[], int]) -> int:
-    """Run a command: its exit code, or the one its error stands for, said in one line."""
-    fit_console()  # a terminal that cannot show µ gets "us", not a traceback after the run
-    with sigterm_as_ctrl_c():
+    """Run a command: its exit code, or the one its error stands for, said in one line (the
+    ledger's codes, and 1 for a failed check)."""
+
+    def checked() -> int:
         try:
-            return int(run() or 0)
-        except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            return run()
         except CheckFailed as exc:
             print(f"FAILED: {exc}", file=sys.stderr)
             return EXIT_FAILED
-        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
-            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
-            print(f"error: {text}", file=sys.stderr)
-            return EXIT_OPERATIONAL
         except Interrupted as exc:
             head = "interrupted" if exc.signum == signal.SIGINT else stop_reason(exc.signum)
             print(f"{head}: {exc}", file=sys.stderr)
             return 128 + exc.signum
-        except KeyboardInterrupt as exc:  # commands that leave something behind say what
-            signum = stop_signal(exc)
-            print(stop_reason(signum), file=sys.stderr)
-            return 128 + signum
+
+    return ledger_exit_code(checked)
 
 
 def one_line_errors(main: Callable[P, int]) -> Callable[P, int]:

@@ -19,6 +19,7 @@ from harness.gate.run import run_gate, write_baselines
 from harness.runner.device import open_device
 from harness.scenario import load_scenario
 from tests.support import runner_fakes
+from tests.support.full_disk import full_disk_for
 from tests.support.runner_fakes import FakeWorld, fake_builder
 
 SETS = [
@@ -151,27 +152,8 @@ def test_a_full_disk_while_writing_the_junit_is_exit_3_naming_it(
     gate, tmp_path, capsys, monkeypatch
 ):
     """The README's promise: a full disk is exit 3, whichever output meets it."""
-    from syncledger import outputs
-
-    class FullDisk:
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def open_(path, mode="r", *args, **kwargs):
-        f = open(path, mode, *args, **kwargs)  # noqa: SIM115 (closed by its caller's `with`)
-        return FullDisk(f) if "v.xml" in str(path) else f
-
     run, _ = gate
-    monkeypatch.setattr(outputs, "open", open_, raising=False)
+    full_disk_for(monkeypatch, "v.xml")
     out = tmp_path / "v.xml"
     assert run("--junit", str(out)) == 3
     err = capsys.readouterr().err.strip().splitlines()

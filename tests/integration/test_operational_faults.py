@@ -20,6 +20,7 @@ import pytest
 from harness.cli import main
 from harness.results.compare import compare_runs
 from harness.results.run_folder import INCOMPLETE_MARKER, is_complete
+from tests.support.full_disk import full_disk_for
 from tests.support.overrides import overridden
 from tests.support.report_fixtures import reseal, write_run
 
@@ -61,26 +62,7 @@ def test_sigterm_during_bench_is_143_and_the_folder_says_why(tmp_path, capsys, m
 
 def test_a_full_disk_while_bench_writes_is_exit_3_naming_the_file(tmp_path, capsys, monkeypatch):
     """The write that fails gives no file name (a full disk fails `write`, not `open`)."""
-    from syncledger import outputs as files
-
-    class FullDisk:
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def open_(path, mode="r", *args, **kwargs):
-        f = open(path, mode, *args, **kwargs)  # noqa: SIM115 (closed by its caller's `with`)
-        return FullDisk(f) if "latency.csv" in str(path) else f
-
-    monkeypatch.setattr(files, "open", open_, raising=False)
+    full_disk_for(monkeypatch, "latency.csv")
     assert main([*BENCH, "--out", str(tmp_path)]) == 3
     folder, meta = _stopped_folder(tmp_path)
     line = _one_line(capsys.readouterr().err.split("emulated: host times only)\n", 1)[1])

@@ -26,18 +26,8 @@ from pathlib import Path
 from types import TracebackType
 
 import syncledger
-from syncledger.console import fit_console
 from syncledger.device import DEVICE_KINDS
-from syncledger.errors import (
-    EXIT_OPERATIONAL,
-    EXIT_USAGE,
-    InputError,
-    OperationalError,
-    os_error_text,
-    sigterm_as_ctrl_c,
-    stop_reason,
-    stop_signal,
-)
+from syncledger.errors import EXIT_USAGE, InputError, exit_code, stop_reason, stop_signal
 from syncledger.limits import limit_line
 from syncledger.outputs import OutputPlan, write_atomic
 
@@ -179,18 +169,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    fit_console()
-    with sigterm_as_ctrl_c():
-        try:
-            return run(build_parser().parse_args(argv))
-        except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
-            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
-            print(f"error: {text}", file=sys.stderr)
-            return EXIT_OPERATIONAL
-        except KeyboardInterrupt as exc:
-            signum = stop_signal(exc)
-            print(stop_reason(signum), file=sys.stderr)
-            return 128 + signum
+    return exit_code(lambda: run(build_parser().parse_args(argv)))

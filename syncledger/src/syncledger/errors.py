@@ -13,9 +13,12 @@ import errno
 import os
 import reprlib
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from syncledger.console import fit_console
 
 EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL = 1, 2, 3
 # What an error may echo of a value, and a whole message at most: a value that expands to
@@ -93,3 +96,23 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def exit_code(run: Callable[[], int]) -> int:
+    """Run a command: its exit code, or the one its error stands for, said in one line (bad
+    input 2; the environment 3; a signal 128 + N). A terminal that cannot show µ gets "us"."""
+    fit_console()
+    with sigterm_as_ctrl_c():
+        try:
+            return int(run() or 0)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except (OperationalError, OSError) as exc:  # the disk, a limit, the environment
+            text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            print(f"error: {text}", file=sys.stderr)
+            return EXIT_OPERATIONAL
+        except KeyboardInterrupt as exc:  # commands that leave something behind say what
+            signum = stop_signal(exc)
+            print(stop_reason(signum), file=sys.stderr)
+            return 128 + signum
