@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncledger.errors import InputError
 from syncledger.outputs import OutputPlan, json_text, write_atomic
 from syncledger.snapshot_verdict import MAX_LINES, Change, Suite, Verdict, new_site_lines
 
@@ -214,7 +215,14 @@ def outputs(
     out = [Output(plan.write(p, option), option, render) for p, option, render in asked if p]
     summary = os.environ.get(STEP_SUMMARY)
     if summary:
-        out.append(Output(plan.write(summary, STEP_SUMMARY), STEP_SUMMARY, markdown, append=True))
+        path = plan.write(summary, STEP_SUMMARY)
+        try:  # GitHub's file exists already: it must take more
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InputError(f"cannot append ({reason})", file=summary, key=STEP_SUMMARY) from None
+        out.append(Output(path, STEP_SUMMARY, markdown, append=True))
     return out
 
 
