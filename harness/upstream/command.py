@@ -52,6 +52,7 @@ def _runs(args: argparse.Namespace, stack: ExitStack) -> Iterator[Run]:
 def execute_command(args: argparse.Namespace) -> int:
     from harness.upstream.execute import execute
     from harness.upstream.loader import TreeDrift
+    from harness.upstream.output import output_files, write_output
     from harness.upstream.report import render, verdict
     from syncledger import use_device
 
@@ -59,6 +60,7 @@ def execute_command(args: argparse.Namespace) -> int:
     executions = []
     with ExitStack() as stack:
         runs = list(_runs(args, stack))
+        files = output_files(Path(args.out)) if args.out else None  # before any tree runs
         info = stack.enter_context(use_device(args.device))
         print(f"device: {info.kind} ({info.name})")
         for root, label, variant, exact in runs:
@@ -80,8 +82,6 @@ def execute_command(args: argparse.Namespace) -> int:
     for cell in result.unexplained:
         print(f"differs, unexplained: {cell}")
     print(result.line())
-    if args.out:
-        from harness.upstream.output import write_output
-
-        write_output(Path(args.out), executions, result, args, info)
+    if files is not None:
+        write_output(files, executions, result, args, info)
     return 1 if result.unexplained else 0
