@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.errors import InputError
+from harness.errors import InputError, one_line_errors
 from harness.lifecycle.rates import KEY, rate_differences, site_rates
+from harness.results.files import result_files, write_atomic
 from harness.results.load import load_run
 
 LONG = ["sweeps/lifecycle_long", "sweeps/lifecycle_specv2_long"]
@@ -41,6 +42,7 @@ def run_rates(name: str, device: str, out: Path) -> tuple[Path, pd.DataFrame, li
     return folder, site_rates(run.counts, run.syncs), failed
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.lifecycle.gpu_check", description=__doc__)
     ap.add_argument("--scenario", action="append", help="a lifecycle scenario (repeatable)")
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("the lifecycle GPU check needs a CUDA device", file=sys.stderr)
         return 2
+    rates_csv = result_files(args.out, ("lifecycle_rates.csv",))["lifecycle_rates.csv"]
     tables, failed = [], False
     for name in args.scenario or LONG:
         try:
@@ -71,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  sites that differ (_a CUDA, _b emulated):")
             print(diff.to_string(index=False))
         tables.append(on_cuda.merge(on_emu, on=KEY, how="outer", suffixes=("_cuda", "_emu")))
-    args.out.mkdir(parents=True, exist_ok=True)
-    pd.concat(tables).to_csv(args.out / "lifecycle_rates.csv", index=False)
+    write_atomic(rates_csv, pd.concat(tables).to_csv(index=False))
     print(f"{'FAIL' if failed else 'PASS'}: {args.out / 'lifecycle_rates.csv'}")
     return 1 if failed else 0
 
