@@ -47,6 +47,7 @@ class FigureSpec:
 
 
 def as_they_are(run: RunData) -> RunData:
+    """The serving view of a world whose cells are serving cells already."""
     return run
 
 
