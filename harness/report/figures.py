@@ -22,9 +22,8 @@ import pandas as pd
 
 from harness import registry
 from harness.results.files import atomic_path
-from harness.results.load import RunData, rows_of
+from harness.results.load import FRAMES, RunData, rows_of
 from harness.results.samples import step_times
-from harness.results.tables import COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -92,7 +91,7 @@ def serving_rows(run: RunData) -> RunData:
             t: pd.concat([getattr(v, t) for v in views], ignore_index=True)
             if views
             else getattr(run, t).iloc[0:0]
-            for t in COLUMNS
+            for t in FRAMES
         },
     )
 

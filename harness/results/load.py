@@ -27,6 +27,7 @@ from harness.results.tables import ROW_KEYS as _ROW_KEYS
 
 __all__ = [
     "CELL_KEYS",
+    "FRAMES",
     "MEASURED_PATHS",
     "ROW_KEYS",
     "RunData",
