@@ -29,9 +29,10 @@ from typing import Any
 import torch
 
 from harness.checks.emulated_cost import one_intra_op_thread
+from harness.errors import one_line_errors
 from harness.programs import suite
 from harness.programs.registry import Program
-from harness.results.files import write_dict_rows
+from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import SyncLedger, cupti
 
@@ -160,6 +161,7 @@ def summary(rows: list[Row]) -> list[str]:
     return lines
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.programs_cost", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
@@ -172,13 +174,13 @@ def main(argv: list[str] | None = None) -> int:
             print("programs_cost: no CUDA device; nothing was run or written", file=sys.stderr)
             return 2
         cupti.attach()
+    files = result_files(args.out, ("programs_cost.csv", "meta.json"))
     chosen = [p for p in suite.runnable(args.device) if not args.names or p.name in args.names]
     rows: list[Row] = []
-    args.out.mkdir(parents=True, exist_ok=True)
     for program in chosen:
         rows += program_rows(program, args.device, args.calls)
         # after each program: a run cut short keeps the programs it finished
-        write_dict_rows(args.out / "programs_cost.csv", rows)
+        write_dict_rows(files["programs_cost.csv"], rows)
         print(f"{program.name}: timed", flush=True)
     write_check_meta(args.out, "programs_cost", args.device, calls=args.calls, cupti=cupti.status())
     bad = disagreements(rows)
