@@ -28,7 +28,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from harness.checks import op_samples
-from harness.results.files import write_dict_rows
+from harness.errors import one_line_errors
+from harness.results.files import OutputPlan, write_dict_rows
 from syncledger import SyncLedger, emulated_device
 from syncledger.emulated import EmuTensor, waits
 from syncledger.emulated.pinned import pin
@@ -105,6 +106,7 @@ def _is_saved(x: Any) -> bool:
     return isinstance(x, tuple) and len(x) in (2, 4) and x[0] in ("tensor", "device")
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.checks.op_table_emu", description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
@@ -117,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"op_table_emu: {args.gpu / 'bodies.csv'}: no such file", file=sys.stderr)
             return 2
         gpu = {b: r for b, r in _gpu_rows(args.gpu).items() if r["status"] == "ok"}
+    plan = OutputPlan()  # --out may be --gpu's folder: its bodies.csv is not replaced then
+    if args.gpu is not None:
+        for name in ("bodies.csv", "op_calls.pt"):
+            plan.read(args.gpu / name, "--gpu")
+    bodies_csv = plan.write(args.out / "bodies.csv", "--out")
     t0 = time.monotonic()
     rows = []
     with emulated_device():
@@ -129,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["agree"] = row.get("ledger_syncs") == row["gpu_syncs"]
             rows.append(row)
     seconds = time.monotonic() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_dict_rows(args.out / "bodies.csv", rows)
+    write_dict_rows(bodies_csv, rows)
     failed = [r for r in rows if r["status"] != "ok"]
     ops = {r["body"].split("/")[0] for r in rows if r["source"] == "opinfo"}
     print(
