@@ -18,7 +18,6 @@ import torch
 from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo, make_batch
 from harness.batch.pool import ReqToTokenPool
 from harness.checks.backend_cases import CaseSpec, build_pool, make_case_batch, reserve_for
-from harness.upstream.loader import TreeDrift
 from harness.upstream.sides import VALUE_FIELDS
 from syncledger import SyncLedger, host_values
 
@@ -192,22 +191,21 @@ CELLS: tuple[Cell, ...] = (
 
 
 def run(side: Any, x: CellInputs) -> Outcome:
-    """The cell on one side: set up, then the measured call under a ledger."""
+    """The cell on one side: set up, then the measured call under a ledger. An exception is the
+    cell's outcome unless the side says it shows drift (then it propagates, one line)."""
     out = Outcome()
     with side.prep(x.cell.prep):
         try:
             call, backend = PATHS[x.cell.path](side, x)
-        except TreeDrift:
-            raise
         except Exception as exc:  # set-up raised: that is the cell's outcome
+            side.check_drift(exc)
             out.exception = type(exc).__name__
             return out
         with SyncLedger() as ledger:
             try:
                 call()
-            except TreeDrift:
-                raise
             except Exception as exc:
+                side.check_drift(exc)
                 out.exception = type(exc).__name__
     out.syncs = [(e.kind.value, e.location, e.function) for e in ledger.events if e.is_sync]
     if out.exception is None and backend is not None:

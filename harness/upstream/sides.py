@@ -12,6 +12,7 @@ import torch
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
 from harness.batch.info import ForwardBatch, SpecInfo
 from harness.batch.pool import ReqToTokenPool
+from harness.upstream.loader import drift_of
 from harness.upstream.world import UpstreamWorld, prep_in_graph
 
 # the metadata tensors torch computes on both sides, compared value for value
@@ -41,6 +42,9 @@ class ModelSide:
     def prep(self, on: bool) -> Any:
         return nullcontext()
 
+    def check_drift(self, exc: Exception) -> None:
+        return None  # the model's exceptions are its outcomes
+
     def full_metadata(self, backend: Any) -> Any:
         return backend.forward_metadata
 
@@ -66,6 +70,14 @@ class UpstreamSide:
     def prep(self, on: bool) -> Iterator[None]:
         with prep_in_graph(on):
             yield
+
+    def check_drift(self, exc: Exception) -> None:
+        """Raise the drift an exception shows (else it is upstream's outcome)."""
+        drift = drift_of(exc)
+        if drift is exc:
+            raise exc
+        if drift is not None:
+            raise drift from exc
 
     def full_metadata(self, backend: Any) -> Any:
         return getattr(backend.forward_metadata, "core_attn_metadata", None)

@@ -84,7 +84,14 @@ def _torch_twin(original: Any, cls: type, *args: Any, **kwargs: Any) -> Any:
     return on_host(cls.torch, *args, **kwargs)
 
 
+def _flashmla(original: Any, *args: Any, **kwargs: Any) -> Any:
+    return K.flashmla(*args, **kwargs)
+
+
 STAND_INS: tuple[StandIn, ...] = (
+    # 0.5.23 wraps the compiled flash_mla package in a module of its own; before, sgl_kernel's
+    # flash_mla module (MODULE_STAND_INS) is called directly
+    StandIn("FlashMLA scheduler metadata", "get_mla_metadata", _flashmla, required=False),
     StandIn(
         "compression metadata (Triton)",
         "init_compression_metadata",
@@ -132,17 +139,17 @@ MODULE_STAND_INS: tuple[ModuleStandIn, ...] = (
 COMPILED_MODULES = ("sgl_kernel", "deep_gemm")  # what the loader must not import for real
 
 
-def _definitions(root: Path, target: str) -> list[str]:
-    """Modules of the tree that define `target`'s function or class."""
-    name = target.split(".")[0]
-    pattern = re.compile(rf"^(def|class) {re.escape(name)}\b", re.M)
-    found = []
+def _definitions(root: Path, names: set[str]) -> dict[str, list[str]]:
+    """name -> the modules of the tree that define a function or class of that name (the
+    tree's files read once)."""
+    pattern = re.compile(r"^(?:def|class) (\w+)\b", re.M)
+    found: dict[str, list[str]] = {n: [] for n in names}
     for sub in _SEARCH:
         for path in sorted((root / "sglang" / sub).rglob("*.py")):
             text = path.read_text(errors="replace")
-            if name in text and pattern.search(text):
+            for name in set(pattern.findall(text)) & names:
                 rel = path.relative_to(root).with_suffix("")
-                found.append(".".join(rel.parts))
+                found[name].append(".".join(rel.parts))
     return found
 
 
@@ -232,12 +239,12 @@ def install(root: Path, calls: Counter, *, emulated: bool) -> Installed:
     """Replace every stand-in's definition in the loaded tree under `root` (Triton kernels only
     when `emulated`: on CUDA they run). Raises TreeDrift when a required one is missing."""
     found: dict[str, list[str]] = {m.label: [m.module] for m in MODULE_STAND_INS}
-    for s in STAND_INS:
-        if s.triton and not emulated:
-            continue
+    wanted = [s for s in STAND_INS if emulated or not s.triton]
+    defined = _definitions(root, {s.target.partition(".")[0] for s in wanted})
+    for s in wanted:
         head, _, method = s.target.partition(".")
         where = []
-        for mod_name in _definitions(root, s.target):
+        for mod_name in defined[head]:
             module = importlib.import_module(mod_name)
             if method:
                 if _patch_method(getattr(module, head), method, s.label, calls, s.body):
@@ -247,8 +254,6 @@ def install(root: Path, calls: Counter, *, emulated: bool) -> Installed:
                 _patch_function(module, head, _counted(s.label, calls, s.body, original))
                 where.append(mod_name)
         if not where and s.required:
-            raise TreeDrift(
-                f"{root}: no definition of {s.target.split('.')[0]} for stand-in {s.label!r}"
-            )
-        found[s.label] = where
+            raise TreeDrift(f"{root}: no definition of {head} for stand-in {s.label!r}")
+        found[s.label] = found.get(s.label, []) + where
     return Installed(calls, found)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from harness.upstream.loader import tree_imported
+from harness.upstream.loader import drift_named, tree_imported
 from harness.upstream.standins import Installed, compiled_modules, install
 from harness.upstream.world import (
     BACKEND,
@@ -18,6 +18,7 @@ from harness.upstream.world import (
     CONTEXT,
     CUDA_GATED,
     POOL,
+    SERVER_ARGS,
     SPEC,
     UpstreamWorld,
 )
@@ -30,10 +31,13 @@ def loaded(
     """The tree under `root` (the folder holding ``sglang/``) imported, its stand-ins installed."""
     calls: Counter = Counter()
     with compiled_modules(calls), tree_imported(root):
-        modules = {
-            n: importlib.import_module(n) for n in (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC)
-        }
-        for name in CUDA_GATED:
-            if hasattr(modules[name], "_is_cuda"):
-                modules[name]._is_cuda = True
-        yield UpstreamWorld(modules, device), install(root, calls, emulated=emulated)
+        with drift_named(loading=True):
+            modules = {
+                n: importlib.import_module(n)
+                for n in (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC, SERVER_ARGS)
+            }
+            for name in CUDA_GATED:
+                if hasattr(modules[name], "_is_cuda"):
+                    modules[name]._is_cuda = True
+            installed = install(root, calls, emulated=emulated)
+        yield UpstreamWorld(modules, device), installed
