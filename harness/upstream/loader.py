@@ -47,6 +47,9 @@ UNCALLED = (
     "sglang.srt.layers.layernorm",
     "sglang.srt.hardware_backend.npu",
     "sglang.srt.state_capturer",
+    # the relay's buffer set-up (FutureMap.stash) reads it, never its publish or resolve;
+    # 0.5.14's overlap_utils imports it at module level, and through it the scheduler's batch
+    "sglang.srt.speculative.spec_utils",
     "sglang.srt.observability",
 )
 # third-party packages the tree imports at module level and never calls on these paths:
@@ -105,6 +108,8 @@ def drift_of(exc: Exception, *, loading: bool = False) -> TreeDrift | None:
     where = tree[-1] if tree else "upstream"
     if isinstance(exc, ImportError):
         return TreeDrift(f"{where} imports {exc.name}, which is absent and not stood in")
+    if any("/triton/" in c.co_filename for c, _ in frames):
+        return TreeDrift(f"{where} launches a Triton kernel no stand-in covers: {exc}")
     if ours and ours[-1][2]:  # raised in the harness's side, under the tree's call
         return TreeDrift(
             f"{_site(ours[-1][0], ours[-1][1])} (called from {where}): {type(exc).__name__}: {exc}"

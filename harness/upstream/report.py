@@ -39,6 +39,10 @@ def render(execution: Execution, explained: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def render_all(executions: Sequence[Execution], explained: dict[str, dict[str, str]]) -> str:
+    return "\n\n".join(render(ex, explained.get(ex.label, {})) for ex in executions)
+
+
 @dataclass(frozen=True)
 class Verdict:
     agreeing: int
@@ -67,7 +71,7 @@ def verdict(
         sites = {(loc, fn, kind) for r in ex.results for kind, loc, fn in r.upstream.syncs}
         total += len(sites)
         named += sum(
-            named_by_table(loc, fn, kind, table, ex.variant, exact=ex.exact_lines)
+            named_by_table(loc, fn, kind, table, ex.variant, exact=ex.lines_apply(loc))
             for loc, fn, kind in sites
         )
     return Verdict(agreeing, cells, named, total, tuple(unexplained))

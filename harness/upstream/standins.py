@@ -39,6 +39,17 @@ class StandIn:
     body: Callable[..., Any]  # body(original, *args, **kwargs); a classmethod gets cls first
     triton: bool = False  # a Triton kernel: stood in on the emulated device only
     required: bool = True  # False: only some commits have it
+    launch: bool = False  # a @triton.jit kernel, called as ``kernel[grid](...)``
+
+
+class _Launch:
+    """A Triton kernel's stand-in: ``kernel[grid](*args)`` calls ``fn(grid, *args)``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return lambda *args, **kwargs: self.fn(grid, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,12 @@ STAND_INS: tuple[StandIn, ...] = (
     # flash_mla module (MODULE_STAND_INS) is called directly
     StandIn("FlashMLA scheduler metadata", "get_mla_metadata", _flashmla, required=False),
     StandIn(
+        "FlashMLA sparse prefill attention",
+        "flash_mla_sparse_fwd",
+        lambda original, *a, **k: K.sparse_attention(*a, **k),
+        required=False,
+    ),
+    StandIn(
         "compression metadata (Triton)",
         "init_compression_metadata",
         lambda original, *a, **k: on_host(K.compression_metadata, *a, **k),
@@ -104,6 +121,31 @@ STAND_INS: tuple[StandIn, ...] = (
     ),
     StandIn("indexer metadata (tvm-ffi)", "get_paged_mqa_logits_metadata", K.indexer_metadata),
     StandIn("top-k plan (tvm-ffi)", "plan_topk_v2", K.topk_plan),
+    # sparse prefill's chunk cache (F10): its Python runs, the kernels it launches stand in
+    StandIn(
+        "SWA token ids (Triton)",
+        "_build_swa_token_ids_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
+    StandIn(
+        "sparse prefill index combine (Triton)",
+        "_combine_topk_swa_indices_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
+    StandIn(
+        "KV dequantization (Triton)",
+        "_dequantize_k_cache_paged_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
     StandIn(
         "prefill causal expansion (Triton)",
         "ExpandPrefillCausally.triton",
@@ -129,6 +171,11 @@ STAND_INS: tuple[StandIn, ...] = (
 MODULE_STAND_INS: tuple[ModuleStandIn, ...] = (
     ModuleStandIn(
         "FlashMLA scheduler metadata", "sgl_kernel.flash_mla", {"get_mla_metadata": K.flashmla}
+    ),
+    ModuleStandIn(
+        "FlashMLA sparse prefill attention",
+        "sgl_kernel.flash_mla",
+        {"flash_mla_sparse_fwd": K.sparse_attention},
     ),
     ModuleStandIn(
         "DeepGEMM",
@@ -209,11 +256,11 @@ def compiled_modules(calls: Counter) -> Iterator[None]:
     """The compiled extensions upstream imports at call time, as modules of counted functions
     (in place before the tree loads, removed after)."""
     saved = {name: sys.modules.get(name) for name in COMPILED_MODULES}
+    made: dict[str, ModuleType] = {}
     for m in MODULE_STAND_INS:
-        module = ModuleType(m.module)
+        module = sys.modules[m.module] = made.setdefault(m.module, ModuleType(m.module))
         for fname, fn in m.functions.items():
             setattr(module, fname, _counted(m.label, calls, _plain, fn))
-        sys.modules[m.module] = module
         parent, _, leaf = m.module.rpartition(".")
         if parent:
             package = sys.modules.setdefault(parent, ModuleType(parent))
@@ -251,7 +298,8 @@ def install(root: Path, calls: Counter, *, emulated: bool) -> Installed:
                     where.append(mod_name)
             else:
                 original = getattr(module, head)
-                _patch_function(module, head, _counted(s.label, calls, s.body, original))
+                counted = _counted(s.label, calls, s.body, original)
+                _patch_function(module, head, _Launch(counted) if s.launch else counted)
                 where.append(mod_name)
         if not where and s.required:
             raise TreeDrift(f"{root}: no definition of {head} for stand-in {s.label!r}")

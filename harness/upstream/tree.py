@@ -5,23 +5,14 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
 
 from harness.upstream.loader import drift_named, tree_imported
 from harness.upstream.standins import Installed, compiled_modules, install
-from harness.upstream.world import (
-    BACKEND,
-    BATCH_INFO,
-    CONTEXT,
-    CUDA_GATED,
-    POOL,
-    SERVER_ARGS,
-    SPEC,
-    UpstreamWorld,
-)
+from harness.upstream.world import CUDA_GATED, MODULES, UpstreamWorld, emulated_device_module
 
 
 @contextmanager
@@ -30,12 +21,10 @@ def loaded(
 ) -> Iterator[tuple[UpstreamWorld, Installed]]:
     """The tree under `root` (the folder holding ``sglang/``) imported, its stand-ins installed."""
     calls: Counter = Counter()
-    with compiled_modules(calls), tree_imported(root):
+    device_module = emulated_device_module() if emulated else nullcontext()
+    with compiled_modules(calls), tree_imported(root), device_module:
         with drift_named(loading=True):
-            modules = {
-                n: importlib.import_module(n)
-                for n in (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC, SERVER_ARGS)
-            }
+            modules = {n: importlib.import_module(n) for n in MODULES}
             for name in CUDA_GATED:
                 if hasattr(modules[name], "_is_cuda"):
                     modules[name]._is_cuda = True

@@ -1,26 +1,30 @@
-"""Upstream's own backend objects, built around the model's pool and batches.
+"""Upstream's own objects, built around the model's pool and batches.
 
-`UpstreamWorld` holds a loaded tree's modules and makes what upstream's backend is handed in
-serving: a model runner (the attributes the backend's constructor reads), upstream's
-``DeepSeekV4TokenToKVPool`` holding the model pool's full-to-SWA mapping, and upstream's
-``ForwardBatch`` carrying the model batch's own tensors.
+`UpstreamWorld` holds a loaded tree's modules and makes what upstream's code is handed in
+serving: a model runner (the attributes the backend's constructor reads, the server's arguments
+at upstream's defaults), upstream's ``DeepSeekV4TokenToKVPool`` around the model pool
+(harness.upstream.kv_pool), upstream's ``ForwardBatch`` carrying the model batch's own tensors,
+and the scheduler's side of the spec-v2 relay (upstream's ``FutureMap``, its flag from
+upstream's own ``decide_needs_cpu_seq_lens``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo
 from harness.batch.pool import ReqToTokenPool
-from harness.upstream.loader import MissingAttribute, caller
+from harness.upstream.handed import Handed
+from harness.upstream.kv_pool import LAYER_OF_RATIO, kv_pool
 
 BACKEND = "sglang.srt.layers.attention.deepseek_v4_backend"
 BATCH_INFO = "sglang.srt.model_executor.forward_batch_info"
@@ -28,11 +32,14 @@ POOL = "sglang.srt.mem_cache.deepseek_v4_memory_pool"
 CONTEXT = "sglang.srt.runtime_context"
 SPEC = "sglang.srt.speculative.spec_info"
 SERVER_ARGS = "sglang.srt.server_args"
+OVERLAP = "sglang.srt.managers.overlap_utils"
+MODULES = (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC, SERVER_ARGS, OVERLAP)
 # upstream decides with `_is_cuda` at import (torch.version.cuda); the emulated device is CUDA
-CUDA_GATED = (BACKEND,)
+CUDA_GATED = (BACKEND, OVERLAP)
 PREP_FLAG = "SGLANG_PREP_IN_CUDA_GRAPH"
 HEAD_DIM = 512
 INDEX_TOPK = 512  # Flash
+HEADS = 1  # query heads of the sparse prefill's attention (stood in: only the token count counts)
 
 
 @contextmanager
@@ -47,35 +54,6 @@ def prep_in_graph(on: bool) -> Iterator[None]:
             os.environ.pop(PREP_FLAG, None)
         else:
             os.environ[PREP_FLAG] = before
-
-
-def _missing(self: Any, name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise MissingAttribute(
-        f"{caller()} reads {self._what}.{name}, which the harness's stand-in lacks"
-    )
-
-
-class Handed(SimpleNamespace):
-    """What upstream is handed in place of a part of the server (the model runner, its model
-    config, a batch's speculative input): reading an attribute it lacks is tree drift, one line
-    naming upstream's reading line, not the cell's outcome."""
-
-    def __init__(self, what: str, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        self._what = what
-
-    __getattr__ = _missing
-
-
-def handed_instance(cls: type, what: str, **attrs: Any) -> Any:
-    """An instance of upstream's class `cls` built without its constructor, holding `attrs`:
-    its methods run as upstream's, and reading an attribute it lacks is tree drift."""
-    strict = type(cls.__name__, (cls,), {"__getattr__": _missing})
-    obj = strict.__new__(strict)
-    vars(obj).update(attrs, _what=what)
-    return obj
 
 
 def default_server_args(cls: type) -> Any:
@@ -126,26 +104,6 @@ class UpstreamWorld:
         args.speculative_num_steps = spec.num_steps if spec else None
         return args
 
-    def kv_pool(self, pool: ReqToTokenPool) -> Any:
-        """Upstream's pool class around the model's mapping. Upstream's mapping has one slot
-        more than the pool, holding -1: a masked slot index of -1 maps to it."""
-        sentinel = torch.full((1,), -1, dtype=pool.full_to_swa.dtype, device=self.device)
-        # the C4 indexer's pool: one key per 4 tokens (its page holds a KV page's keys)
-        indexer = Handed("indexer_pool", page_size=pool.page_size // 4)
-        return handed_instance(
-            self.modules[POOL].DeepSeekV4TokenToKVPool,
-            "token_to_kv_pool",
-            full_to_swa_index_mapping=torch.cat([pool.full_to_swa, sentinel]),
-            swa_page_size=128,
-            swa_window_size=128,
-            page_size=pool.page_size,
-            c4_indexer_kv_pool=indexer,  # up to 0.5.19
-            index_pools={4: indexer},  # 0.5.20 on
-            present_ratios=(4, 128),  # 0.5.21 on: the compressed pools of V4 Flash's layers
-            request_window=None,  # 0.5.21 on: set only under encoder replay (off by default)
-            _unified_kv=False,  # 0.5.20 on: the request-addressed C4 state is ROCm's only
-        )
-
     def model_runner(self, pool: ReqToTokenPool, spec: SpecInfo | None) -> Handed:
         args = self.server_args(spec)
         publish_server_args(self.modules, args)
@@ -162,7 +120,7 @@ class UpstreamWorld:
             ),
             page_size=pool.page_size,
             req_to_token_pool=Handed("req_to_token_pool", req_to_token=pool.req_to_token),
-            token_to_kv_pool=self.kv_pool(pool),
+            token_to_kv_pool=kv_pool(self.modules[POOL].DeepSeekV4TokenToKVPool, pool, self.device),
             hisparse_coordinator=None,
             server_args=args,
             spec_algorithm=algorithm.EAGLE if spec else algorithm.NONE,
@@ -176,6 +134,54 @@ class UpstreamWorld:
     def multistep(self, pool: ReqToTokenPool, spec: SpecInfo) -> Any:
         runner = self.model_runner(pool, spec)
         return self.backend_module.DeepseekV4MultiStepBackend(runner, spec.topk, spec.num_steps)
+
+    def sparse_prefill(self, be: Any, fb: Any, ratios: tuple[int, ...]) -> int:
+        """A prefill forward's attention layers at `ratios`, through upstream's
+        ``_forward_prefill_sparse`` after an eager build; returns the SWA workspace's tokens."""
+        n = int(fb.out_cache_loc.shape[0])
+        q = torch.zeros(n, 1, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=self.device)
+        sink = torch.zeros(HEADS, dtype=torch.float32, device=self.device)
+        md = be.forward_metadata
+        for ratio in ratios:
+            be._forward_prefill_sparse(
+                q=q,
+                layer_id=LAYER_OF_RATIO[ratio],
+                compress_ratio=ratio,
+                forward_batch=fb,
+                token_to_kv_pool=be.token_to_kv_pool,
+                core_attn_metadata=md.core_attn_metadata,
+                attn_sink=sink,
+            )
+        return int(md.sparse_prefill_cache.swa_token_ids.shape[0])
+
+    def future_map(self, pool: ReqToTokenPool, spec: SpecInfo, backends: tuple) -> Any:
+        """The scheduler's relay, its flag decided by upstream over the attention backends a
+        spec-v2 forward touches (EAGLE v2's ``spec_v2_attn_backends``)."""
+        overlap = self.modules[OVERLAP]
+        decide = overlap.decide_needs_cpu_seq_lens
+        # up to 0.5.18 it is handed the server's arguments; later it reads the runtime context
+        if "server_args" in inspect.signature(decide).parameters:
+            flag = decide(self.server_args(spec), backends)
+        else:
+            flag = decide(backends)
+        return overlap.FutureMap(
+            self.device,
+            self.modules[SPEC].SpeculativeAlgorithm.EAGLE,
+            Handed("req_to_token_pool", req_to_token=pool.req_to_token),
+            needs_cpu_seq_lens=flag,
+        )
+
+    def schedule_batch(self, ours: ForwardBatch, rows: list[int]) -> Handed:
+        """What the relay reads of a spec-v2 decode batch: its future indices (its rows)."""
+        return Handed(
+            "schedule_batch",
+            spec_info=Handed("spec_info", future_indices=ours.req_pool_indices),
+            req_pool_indices=ours.req_pool_indices,
+            req_pool_indices_cpu=torch.tensor(rows, dtype=torch.int64),
+            seq_lens=ours.seq_lens,
+            seq_lens_cpu=None,
+            seq_lens_sum=None,
+        )
 
     def batch(self, ours: ForwardBatch, *, draft_decode: bool = False) -> Any:
         """Upstream's ForwardBatch over the model batch's tensors."""
@@ -205,6 +211,24 @@ class UpstreamWorld:
                 ragged_verify_layout=None,
             )
         return fb
+
+
+@contextmanager
+def emulated_device_module() -> Iterator[None]:
+    """``torch.get_device_module`` answers ``torch.cuda`` for the emulated device (reported
+    as "meta"), whose streams and events are torch.cuda's emulated ones."""
+    original = torch.get_device_module
+
+    def device_module(device: Any = None) -> Any:
+        if device is not None and torch.device(device).type == "meta":
+            return torch.cuda
+        return original(device)
+
+    torch.get_device_module = device_module
+    try:
+        yield
+    finally:
+        torch.get_device_module = original
 
 
 _MODES = {
