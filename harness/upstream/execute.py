@@ -45,6 +45,7 @@ class Execution:
     same_files: tuple[str, ...] | None
     results: list[CellResult]
     stand_in_calls: Counter = field(default_factory=Counter)
+    run_for_real: frozenset[str] = frozenset()  # Triton kernels that ran (CUDA), by label
 
     @property
     def agreeing(self) -> int:

@@ -108,8 +108,11 @@ def drift_of(exc: Exception, *, loading: bool = False) -> TreeDrift | None:
     where = tree[-1] if tree else "upstream"
     if isinstance(exc, ImportError):
         return TreeDrift(f"{where} imports {exc.name}, which is absent and not stood in")
-    if any("/triton/" in c.co_filename for c, _ in frames):
-        return TreeDrift(f"{where} launches a Triton kernel no stand-in covers: {exc}")
+    if any("/triton/" in c.co_filename for c, _ in frames):  # no outcome of upstream's code
+        return TreeDrift(
+            f"{where}: a Triton kernel failed ({type(exc).__name__}: {exc}); on the emulated "
+            "device every kernel on the paths must be stood in"
+        )
     if ours and ours[-1][2]:  # raised in the harness's side, under the tree's call
         return TreeDrift(
             f"{_site(ours[-1][0], ours[-1][1])} (called from {where}): {type(exc).__name__}: {exc}"
@@ -171,11 +174,16 @@ class _InertModule(ModuleType):
         return Placeholder(f"{self.__name__}.{name}")
 
 
+def inert_module(name: str) -> ModuleType:
+    """A stood-in module: a package whose names are inert placeholders."""
+    module = _InertModule(name)
+    module.__path__ = []  # a package: its submodules are inert too
+    return module
+
+
 class _InertLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        module = _InertModule(spec.name)
-        module.__path__ = []  # a package: its submodules are inert too
-        return module
+        return inert_module(spec.name)
 
     def exec_module(self, module: ModuleType) -> None:
         return None

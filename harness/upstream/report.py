@@ -34,8 +34,13 @@ def render(execution: Execution, explained: dict[str, str]) -> str:
         lines.append(
             f"| {r.cell.name} | {_side(r.upstream)} | {_side(r.model)} | {agree} | {values} |"
         )
-    calls = ", ".join(f"{k} {v}" for k, v in sorted(execution.stand_in_calls.items()))
-    lines += ["", f"Stand-ins called: {calls}."]
+    counted = sorted(execution.stand_in_calls.items())
+    real = execution.run_for_real
+    stood = ", ".join(f"{k} {n}" for k, n in counted if k not in real)
+    lines += ["", f"Stand-ins called: {stood}."]
+    ran = ", ".join(f"{k} {n}" for k, n in counted if k in real)
+    if ran:
+        lines.append(f"Run for real (calls): {ran}.")
     return "\n".join(lines)
 
 

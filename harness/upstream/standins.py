@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from harness.upstream import kernels as K
-from harness.upstream.loader import TreeDrift
+from harness.upstream.loader import TreeDrift, inert_module
 from syncledger import EmuTensor
 
 # where compiled code's Python wrappers live in the releases and commits read so far
@@ -37,7 +37,7 @@ class StandIn:
     label: str  # the compiled code, in words
     target: str  # its Python name upstream: "func" or "Class.method"
     body: Callable[..., Any]  # body(original, *args, **kwargs); a classmethod gets cls first
-    triton: bool = False  # a Triton kernel: stood in on the emulated device only
+    triton: bool = False  # a Triton kernel: stood in on the emulated device, run on CUDA
     required: bool = True  # False: only some commits have it
     launch: bool = False  # a @triton.jit kernel, called as ``kernel[grid](...)``
 
@@ -206,6 +206,7 @@ class Installed:
 
     calls: Counter
     found: dict[str, list[str]]  # stand-in label -> the modules that define it
+    real: frozenset[str] = frozenset()  # labels of Triton kernels that run (CUDA), counted
 
     def check_reached(self) -> None:
         for label, where in self.found.items():
@@ -253,18 +254,18 @@ def _patch_method(cls: type, method: str, label: str, calls: Counter, body: Call
 
 @contextmanager
 def compiled_modules(calls: Counter) -> Iterator[None]:
-    """The compiled extensions upstream imports at call time, as modules of counted functions
-    (in place before the tree loads, removed after)."""
+    """The compiled extensions upstream imports, as modules of counted functions (in place
+    before the tree loads, removed after). Their other names are inert: imported (CUDA builds
+    import more of them at module level), they raise when called."""
     saved = {name: sys.modules.get(name) for name in COMPILED_MODULES}
     made: dict[str, ModuleType] = {}
     for m in MODULE_STAND_INS:
-        module = sys.modules[m.module] = made.setdefault(m.module, ModuleType(m.module))
+        module = sys.modules[m.module] = made.setdefault(m.module, inert_module(m.module))
         for fname, fn in m.functions.items():
             setattr(module, fname, _counted(m.label, calls, _plain, fn))
         parent, _, leaf = m.module.rpartition(".")
         if parent:
-            package = sys.modules.setdefault(parent, ModuleType(parent))
-            package.__path__ = []  # type: ignore[attr-defined]
+            package = sys.modules[parent] = made.setdefault(parent, inert_module(parent))
             setattr(package, leaf, module)
     try:
         yield
@@ -282,26 +283,38 @@ def _plain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
 
+def _run_for_real(original: Any, *args: Any, **kwargs: Any) -> Any:
+    return original(*args, **kwargs)
+
+
+def _launch_for_real(original: Any, grid: Any, *args: Any, **kwargs: Any) -> Any:
+    return original[grid](*args, **kwargs)
+
+
 def install(root: Path, calls: Counter, *, emulated: bool) -> Installed:
-    """Replace every stand-in's definition in the loaded tree under `root` (Triton kernels only
-    when `emulated`: on CUDA they run). Raises TreeDrift when a required one is missing."""
+    """Replace every stand-in's definition in the loaded tree under `root`. Triton kernels are
+    stood in on the emulated device only: on CUDA they run, counted the same way. Raises
+    TreeDrift when a required one is missing."""
     found: dict[str, list[str]] = {m.label: [m.module] for m in MODULE_STAND_INS}
-    wanted = [s for s in STAND_INS if emulated or not s.triton]
-    defined = _definitions(root, {s.target.partition(".")[0] for s in wanted})
-    for s in wanted:
+    real = frozenset() if emulated else frozenset(s.label for s in STAND_INS if s.triton)
+    defined = _definitions(root, {s.target.partition(".")[0] for s in STAND_INS})
+    for s in STAND_INS:
+        body = s.body
+        if s.label in real:
+            body = _launch_for_real if s.launch else _run_for_real
         head, _, method = s.target.partition(".")
         where = []
         for mod_name in defined[head]:
             module = importlib.import_module(mod_name)
             if method:
-                if _patch_method(getattr(module, head), method, s.label, calls, s.body):
+                if _patch_method(getattr(module, head), method, s.label, calls, body):
                     where.append(mod_name)
             else:
                 original = getattr(module, head)
-                counted = _counted(s.label, calls, s.body, original)
+                counted = _counted(s.label, calls, body, original)
                 _patch_function(module, head, _Launch(counted) if s.launch else counted)
                 where.append(mod_name)
         if not where and s.required:
             raise TreeDrift(f"{root}: no definition of {head} for stand-in {s.label!r}")
         found[s.label] = found.get(s.label, []) + where
-    return Installed(calls, found)
+    return Installed(calls, found, real)

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from harness.upstream.loader import drift_named, tree_imported
-from harness.upstream.standins import Installed, compiled_modules, install
+from harness.upstream.standins import COMPILED_MODULES, Installed, compiled_modules, install
 from harness.upstream.world import CUDA_GATED, MODULES, UpstreamWorld, emulated_device_module
 
 
@@ -22,7 +22,7 @@ def loaded(
     """The tree under `root` (the folder holding ``sglang/``) imported, its stand-ins installed."""
     calls: Counter = Counter()
     device_module = emulated_device_module() if emulated else nullcontext()
-    with compiled_modules(calls), tree_imported(root), device_module:
+    with compiled_modules(calls), tree_imported(root, COMPILED_MODULES), device_module:
         with drift_named(loading=True):
             modules = {n: importlib.import_module(n) for n in MODULES}
             for name in CUDA_GATED:
