@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from harness.fidelity import VARIANTS
 from harness.upstream.cells import CELLS, Outcome
 from harness.upstream.execute import Execution, execute
 from harness.upstream.loader import TreeDrift
+from harness.variants import variant_names
 
 SHORT = {"d2h_read": "D2H", "h2d_blocking": "H2D", "explicit": "SYNC"}
 
@@ -37,11 +37,12 @@ def run_history(
     roots: Mapping[str, Path], device: torch.device, *, emulated: bool
 ) -> list[ReleaseRun]:
     """`roots`: release version -> its tree, oldest first."""
+    variants = tuple(variant_names())
     runs = []
     for version, root in roots.items():
         try:
             executions = execute(
-                root, VARIANTS, device, emulated=emulated, label=version, same_files=()
+                root, variants, device, emulated=emulated, label=version, same_files=()
             )
         except TreeDrift as drift:
             runs.append(ReleaseRun(version, [], str(drift)))
@@ -84,6 +85,7 @@ def render_history(runs: list[ReleaseRun]) -> str:
     """Markdown: the cells' syncs per release, each release's agreement with the variants,
     and the cells each release changed (with their sites)."""
     versions = [r.version for r in runs]
+    variants = variant_names()
     lines = [
         "### Upstream's syncs per cell and release",
         "",
@@ -100,12 +102,12 @@ def render_history(runs: list[ReleaseRun]) -> str:
         "",
         "### Agreement with the model (cells whose syncs or exception match each variant's)",
         "",
-        "| release | " + " | ".join(VARIANTS) + " |",
-        "| --- |" + " --- |" * len(VARIANTS),
+        "| release | " + " | ".join(variants) + " |",
+        "| --- |" + " --- |" * len(variants),
     ]
     for r in runs:
         cells = [f"{ex.agreeing} of {len(ex.results)}" for ex in r.executions]
-        lines.append(f"| {r.version} | " + " | ".join(cells or ["-"] * len(VARIANTS)) + " |")
+        lines.append(f"| {r.version} | " + " | ".join(cells or ["-"] * len(variants)) + " |")
     lines += ["", "### What each release changed", ""]
     before: ReleaseRun | None = None
     for r in runs:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import main
-from harness.fidelity import VARIANTS
 from harness.upstream.cells import CELLS, Outcome
 from harness.upstream.execute import CellResult, Execution
 from harness.upstream.history import ReleaseRun, render_history
 from harness.upstream.releases import DEFAULT_RELEASES, sorted_releases
+from harness.variants import variant_names
 
 
 @pytest.mark.slow
@@ -21,15 +21,15 @@ def test_a_release_runs_against_every_variant(capsys) -> None:
     out = capsys.readouterr().out
     agreement = next(line for line in out.splitlines() if line.startswith(f"| {release.version} |"))
     cells = agreement.strip("| ").split(" | ")[1:]
-    assert len(cells) == len(VARIANTS)
+    assert len(cells) == len(variant_names())
     full = f"{len(CELLS)} of {len(CELLS)}"
-    assert [c == full for c in cells] == [v == "dropped" for v in VARIANTS], agreement
+    assert [c == full for c in cells] == [v == "dropped" for v in variant_names()], agreement
     assert all(f"| {cell.name} |" in out for cell in CELLS)
 
 
 def _run(version: str, outcome: Outcome) -> ReleaseRun:
     results = [CellResult(cell, outcome, Outcome()) for cell in CELLS]
-    return ReleaseRun(version, [Execution(version, v, (), results) for v in VARIANTS])
+    return ReleaseRun(version, [Execution(version, v, (), results) for v in variant_names()])
 
 
 def test_the_table_names_what_a_release_changed_and_a_drifted_release() -> None:
