@@ -30,6 +30,18 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="VARIANT",
         help="the model variant to hold the tree or release against (before, after, dropped)",
     )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="run the cells on every sglang release from 0.5.14 on (or --releases) and print "
+        "each release's syncs per cell, what it changed, and its agreement with each variant",
+    )
+    p.add_argument(
+        "--releases",
+        nargs="+",
+        metavar="VERSION",
+        help="with --history: these releases instead of every one on the package index",
+    )
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "emu"))
     p.add_argument(
         "--out", metavar="DIR", help="also write the table (table.md) and meta.json there"
@@ -39,16 +51,22 @@ def _configure(p: argparse.ArgumentParser) -> None:
 @command(
     "fidelity",
     help="print the fidelity table: each upstream sync point, per commit, beside the "
-    "project file:line that reproduces it; --execute runs upstream's code beside the model",
+    "project file:line that reproduces it; --execute runs upstream's code beside the model, "
+    "--history every release's",
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
+    from harness.errors import InputError
     from harness.fidelity import anchors, load_table, render_markdown
 
+    if args.releases and not args.history:
+        raise InputError("--releases needs --history")
+    if args.history:
+        from harness.upstream.command import history_command
+
+        return history_command(args)
     if not args.execute:
         if args.upstream_tree or args.upstream_release or args.compare_to or args.out:
-            from harness.errors import InputError
-
             raise InputError(
                 "--upstream-tree, --upstream-release, --compare-to and --out need --execute"
             )

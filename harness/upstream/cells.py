@@ -1,26 +1,20 @@
-"""The cells both sides run: the backend's entry points per forward mode, mirror and path.
+"""The cells both sides run: an entry point per forward mode, mirror and path, on shared inputs.
 
 A cell builds one pool and one batch (seeded, scrambled pages, as the model's backend tests)
-and hands the same tensors to each side. Its path sets up what must come first (a capture
-before a replay, a first verify before a later one) outside the ledger, then the measured call
-runs under it. An outcome is the syncs made (kind and site), or the exception raised, and the
-torch-computed metadata's values.
+and hands the same tensors to each side; its path (`harness.upstream.paths`) sets up what must
+come first outside the ledger, then the measured call runs under it. An outcome is the syncs
+made (kind and site), or the exception raised, and the values computed on the device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from harness.batch.info import ForwardBatch, ForwardMode, SpecInfo, make_batch
 from harness.batch.pool import ReqToTokenPool
 from harness.checks.backend_cases import CaseSpec, build_pool, make_case_batch, reserve_for
-from harness.upstream.loader import TreeDrift
-from harness.upstream.sides import VALUE_FIELDS
-from syncledger import SyncLedger, host_values
 
 SPEC = SpecInfo(draft_token_num=4, num_steps=3, topk=1)
 LENS = (9, 300, 700)
@@ -32,16 +26,20 @@ EXTEND_LENS = {ForwardMode.EXTEND: (3, 100, 50), ForwardMode.DRAFT_EXTEND: (4, 4
 
 @dataclass(frozen=True)
 class Cell:
-    path: str  # a key of PATHS
+    path: str  # a key of harness.upstream.paths.PATHS
     mode: ForwardMode
-    mirror: bool
+    mirror: bool | None  # None: the path decides whether the batch gets one (the relay)
     prep: bool = True
+    ratios: tuple[int, ...] = ()  # sparse prefill: the compress ratios of the forward's layers
 
     @property
     def name(self) -> str:
         prep = "" if self.prep else " prep-off"
-        mirror = "present" if self.mirror else "absent"
-        return f"{self.path} {self.mode.name.lower()}{prep}, mirror {mirror}"
+        layers = " " + "+".join(f"c{r}" for r in self.ratios) if self.ratios else ""
+        mirror = (
+            "" if self.mirror is None else ", mirror " + ("present" if self.mirror else "absent")
+        )
+        return f"{self.path} {self.mode.name.lower()}{prep}{layers}{mirror}"
 
 
 @dataclass
@@ -70,6 +68,10 @@ class CellInputs:
     rows: list[int]
     case: CaseSpec
 
+    @property
+    def mirror(self) -> bool:
+        return bool(self.cell.mirror)
+
     def batch(self, mirror: bool) -> ForwardBatch:
         return make_case_batch(self.pool, self.rows, self.case, self.device, mirror)
 
@@ -97,73 +99,9 @@ def cell_inputs(cell: Cell, device: torch.device) -> CellInputs:
     return CellInputs(cell, device, pool, rows, case)
 
 
-# A path: (side, inputs) -> (the measured call, the backend whose metadata it leaves)
-Path = Callable[[Any, CellInputs], tuple[Callable[[], Any], Any]]
-
-
-def _eager(side: Any, x: CellInputs) -> tuple[Callable[[], Any], Any]:
-    be = side.backend(x.pool, SPEC, x.cell.prep)
-    b = side.batch(x.batch(x.cell.mirror))
-    return lambda: be.init_forward_metadata(b), be
-
-
-def _eager_again(side: Any, x: CellInputs) -> tuple[Callable[[], Any], Any]:
-    call, be = _eager(side, x)
-    call()  # the first call builds what later ones reuse (the verify lengths buffer)
-    return call, be
-
-
-def _capture(side: Any, be: Any, batch: Any) -> None:
-    be.init_forward_metadata_out_graph(batch, in_capture=True)
-    be.init_forward_metadata_in_graph(batch)
-
-
-def _graph(side: Any, x: CellInputs, *, replay: bool) -> tuple[Callable[[], Any], Any]:
-    be = side.backend(x.pool, SPEC, x.cell.prep)
-    side.graph_state(be, BUCKET, SPEC.draft_token_num)
-    cap = side.batch(x.graph_batch(True))  # a capture always has the host lengths
-    if not replay:
-        return lambda: _capture(side, be, cap), be
-    _capture(side, be, cap)
-    b = side.batch(x.graph_batch(x.cell.mirror))
-
-    def replay_call() -> None:
-        be.init_forward_metadata_out_graph(b)
-        be.init_forward_metadata_in_graph(b)
-
-    return replay_call, be
-
-
-def _draft(side: Any, x: CellInputs, *, stage: str) -> tuple[Callable[[], Any], Any]:
-    ms = side.multistep(x.pool, SPEC)
-    b = side.batch(x.batch(x.cell.mirror))
-    if stage == "eager":
-        return lambda: ms.init_forward_metadata(b), None
-    side.graph_state(ms, BUCKET, 1)
-    cap = side.batch(x.batch(True))
-    if stage == "capture":
-        return lambda: _capture(side, ms, cap), None
-    _capture(side, ms, cap)
-
-    def replay_call() -> None:
-        ms.init_forward_metadata_out_graph(b)
-        ms.init_forward_metadata_in_graph(b)
-
-    return replay_call, None
-
-
-PATHS: dict[str, Path] = {
-    "eager": _eager,
-    "eager-again": _eager_again,
-    "capture": lambda side, x: _graph(side, x, replay=False),
-    "replay": lambda side, x: _graph(side, x, replay=True),
-    "draft-eager": lambda side, x: _draft(side, x, stage="eager"),
-    "draft-capture": lambda side, x: _draft(side, x, stage="capture"),
-    "draft-replay": lambda side, x: _draft(side, x, stage="replay"),
-}
-
 M = ForwardMode
 _BOTH = (True, False)
+FLASH_RATIOS = (0, 4, 128)  # V4 Flash's layers, in the order its forward first meets them
 CELLS: tuple[Cell, ...] = (
     *(
         Cell("eager", mode, mirror, prep)
@@ -188,32 +126,12 @@ CELLS: tuple[Cell, ...] = (
         for mirror in _BOTH
     ),
     Cell("draft-capture", M.DECODE, True),
+    # _forward_prefill_sparse: a forward's first layer of each ratio alone, then a forward
+    # meeting all three (the chunk cache is built once per forward)
+    *(Cell("sparse-prefill", M.EXTEND, True, ratios=(r,)) for r in FLASH_RATIOS),
+    *(Cell("sparse-prefill", M.EXTEND, mirror, ratios=FLASH_RATIOS) for mirror in _BOTH),
+    # the spec-v2 relay: publish then resolve a decode batch's lengths, the mirror pulled when
+    # the backends want it; before any publish it bootstraps with a plain copy
+    Cell("relay", M.DECODE, None),
+    Cell("relay-bootstrap", M.DECODE, None),
 )
-
-
-def run(side: Any, x: CellInputs) -> Outcome:
-    """The cell on one side: set up, then the measured call under a ledger."""
-    out = Outcome()
-    with side.prep(x.cell.prep):
-        try:
-            call, backend = PATHS[x.cell.path](side, x)
-        except TreeDrift:
-            raise
-        except Exception as exc:  # set-up raised: that is the cell's outcome
-            out.exception = type(exc).__name__
-            return out
-        with SyncLedger() as ledger:
-            try:
-                call()
-            except TreeDrift:
-                raise
-            except Exception as exc:
-                out.exception = type(exc).__name__
-    out.syncs = [(e.kind.value, e.location, e.function) for e in ledger.events if e.is_sync]
-    if out.exception is None and backend is not None:
-        md = side.full_metadata(backend)
-        for name in VALUE_FIELDS:
-            value = getattr(md, name, None)
-            if isinstance(value, torch.Tensor):
-                out.values[name] = host_values(value).clone()
-    return out

@@ -94,3 +94,18 @@ def num_sms() -> int:
 
 def indexer_metadata_dg(c4_seq_lens: torch.Tensor, page_size: int, num_sm: int) -> torch.Tensor:
     return torch.zeros(num_sm + 1, 2, dtype=torch.int32, device=c4_seq_lens.device)
+
+
+def sparse_attention(q: torch.Tensor, kv: torch.Tensor, *args: Any, d_v: int, **kwargs: Any) -> Any:
+    """``flash_mla_sparse_fwd``: the attention output ([tokens, heads, d_v] bf16) and its two
+    per-row statistics, zero-filled (no metadata reads them)."""
+    s_q, h_q = int(q.shape[0]), int(q.shape[1])
+    stats = torch.zeros(s_q, h_q, dtype=torch.float32, device=q.device)
+    return torch.zeros(s_q, h_q, d_v, dtype=torch.bfloat16, device=q.device), stats, stats
+
+
+def launch_without_effect(original: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
+    """A Triton launch of sparse prefill's: the gather lists (SWA token ids, combined indices)
+    and the bf16 workspace the KV cache is dequantized into. Only the attention, stood in
+    too, reads them."""
+    return None

@@ -34,6 +34,7 @@ LAZY_INIT = (
     "sglang.jit_kernel.dsv4",
     "sglang.srt.layers.quantization",
     "sglang.srt.configs",
+    "sglang.srt.layers.deep_gemm_wrapper",  # its flags (configurer) are read, its GEMMs never
 )
 # sglang modules the metadata paths import (through module-level imports) and never call
 UNCALLED = (
@@ -41,20 +42,96 @@ UNCALLED = (
     "sglang.srt.function_call.function_call_parser",
     "sglang.srt.parser.reasoning_parser",
     "sglang.srt.utils.hf_transformers_utils",
+    "sglang.srt.utils.hf_transformers",  # the same helpers as a package (0.5.21 on)
     "sglang.srt.models.deepseek_v2",
     "sglang.srt.layers.layernorm",
     "sglang.srt.hardware_backend.npu",
-    "sglang.srt.layers.deep_gemm_wrapper",
     "sglang.srt.state_capturer",
+    # the relay's buffer set-up (FutureMap.stash) reads it, never its publish or resolve;
+    # 0.5.14's overlap_utils imports it at module level, and through it the scheduler's batch
+    "sglang.srt.speculative.spec_utils",
     "sglang.srt.observability",
 )
 # third-party packages the tree imports at module level and never calls on these paths:
 # stood in only where this environment lacks them
-THIRD_PARTY = ("orjson", "pybase64", "requests", "starlette", "openai", "einops", "torchvision")
+THIRD_PARTY = (
+    "orjson",
+    "pybase64",
+    "requests",
+    "starlette",
+    "openai",
+    "einops",
+    "torchvision",
+    "tvm_ffi",  # 0.5.23's all-reduce kernels import it at module level; its planners stand in
+    "flash_mla",  # 0.5.23 wraps it in a module of its own; the scheduler metadata stands in
+)
+_HARNESS = str(Path(__file__).resolve().parent)
 
 
 class TreeDrift(Exception):
     """The tree needs what the loader assumed it never would: one line says what."""
+
+
+class MissingAttribute(TreeDrift, AttributeError):
+    """Upstream read an attribute the harness's stand-in object lacks. An AttributeError too,
+    so that upstream's own ``getattr(x, name, default)`` and ``hasattr`` still see it absent."""
+
+
+def _site(code: Any, line: int) -> str:
+    path = code.co_filename
+    path = path[len(_HARNESS) - len("harness/upstream") :] if path.startswith(_HARNESS) else path
+    return f"{path.split('sglang/', 1)[-1]}:{line} {code.co_qualname}"
+
+
+def caller(depth: int = 2) -> str:
+    """``file:line function`` of upstream's frame `depth` calls up, for a drift line."""
+    frame = sys._getframe(depth)
+    return _site(frame.f_code, frame.f_lineno)
+
+
+def drift_of(exc: Exception, *, loading: bool = False) -> TreeDrift | None:
+    """What an exception raised on upstream's side means: None when it is upstream's own
+    outcome (raised in the tree's code, or by torch under it), else the drift it shows: a module
+    this environment lacks and nothing stands in for, or a failure of the harness's own side
+    (its adapter, a stand-in's body) where the tree changed what it passes or expects. While
+    `loading` the tree, every exception is drift."""
+    if isinstance(exc, TreeDrift):
+        return exc
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        tb = tb.tb_next
+    ours = [(c, n, c.co_filename.startswith(_HARNESS)) for c, n in frames]
+    ours = [(c, n, mine) for c, n, mine in ours if mine or "/sglang/" in c.co_filename]
+    tree = [_site(c, n) for c, n, mine in ours if not mine]
+    where = tree[-1] if tree else "upstream"
+    if isinstance(exc, ImportError):
+        return TreeDrift(f"{where} imports {exc.name}, which is absent and not stood in")
+    if any("/triton/" in c.co_filename for c, _ in frames):  # no outcome of upstream's code
+        return TreeDrift(
+            f"{where}: a Triton kernel failed ({type(exc).__name__}: {exc}); on the emulated "
+            "device every kernel on the paths must be stood in"
+        )
+    if ours and ours[-1][2]:  # raised in the harness's side, under the tree's call
+        return TreeDrift(
+            f"{_site(ours[-1][0], ours[-1][1])} (called from {where}): {type(exc).__name__}: {exc}"
+        )
+    if loading:
+        return TreeDrift(f"loading the tree, {where}: {type(exc).__name__}: {exc}")
+    return None
+
+
+@contextmanager
+def drift_named(*, loading: bool = False) -> Iterator[None]:
+    """Inside, an exception that shows drift is raised as that TreeDrift (one line)."""
+    try:
+        yield
+    except Exception as exc:
+        drift = drift_of(exc, loading=loading)
+        if drift is None or drift is exc:
+            raise
+        raise drift from exc
 
 
 class Placeholder:
@@ -91,16 +168,22 @@ class _InertModule(ModuleType):
     def __getattr__(self, name: str) -> Placeholder | bool:
         if name.startswith("__"):
             raise AttributeError(name)
-        if name.startswith("_is_"):  # a platform flag (0.5.14 imports deepseek_v2's _is_hip)
+        # a platform flag (0.5.14 imports deepseek_v2's _is_hip, 0.5.23 its _use_aiter): CUDA's
+        if name.startswith(("_is_", "_use_")):
             return name == "_is_cuda"
         return Placeholder(f"{self.__name__}.{name}")
 
 
+def inert_module(name: str) -> ModuleType:
+    """A stood-in module: a package whose names are inert placeholders."""
+    module = _InertModule(name)
+    module.__path__ = []  # a package: its submodules are inert too
+    return module
+
+
 class _InertLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        module = _InertModule(spec.name)
-        module.__path__ = []  # a package: its submodules are inert too
-        return module
+        return inert_module(spec.name)
 
     def exec_module(self, module: ModuleType) -> None:
         return None

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.fidelity import load_table
 from harness.results.files import result_files, write_atomic, write_json
-from harness.results.meta import device_info, git_info, utc_now
-from harness.upstream.execute import Execution
-from harness.upstream.report import Verdict, render
+from harness.results.meta import device_info, git_info, utc_now, versions
+from syncledger import cupti
 
 
 def output_files(out: Path) -> dict[str, Path]:
@@ -23,18 +19,13 @@ def output_files(out: Path) -> dict[str, Path]:
 
 
 def write_output(
-    files: dict[str, Path],
-    executions: Sequence[Execution],
-    result: Verdict,
-    args: argparse.Namespace,
-    info: Any,
+    files: dict[str, Path], body: str, verdict: str, upstream: list[dict[str, Any]], info: Any
 ) -> None:
-    """The `output_files`. ``measured_commit`` is the project commit whose model ran (the
-    checkout's HEAD; committed evidence keeps it when the tree moves on)."""
-    explained = load_table().executed_differences
-    body = "\n\n".join(render(ex, explained.get(ex.label, {})) for ex in executions)
-    write_atomic(files["table.md"], f"{body}\n\n{result.line()}\n")
-    git = git_info()
+    """The `output_files`: the table (`body`) and meta.json. ``measured_commit`` is the project
+    commit whose model ran (the checkout's HEAD; committed evidence keeps it when the tree moves
+    on)."""
+    git = git_info()  # before writing: a re-run overwrites committed tables
+    write_atomic(files["table.md"], body)
     write_json(
         files["meta.json"],
         {
@@ -42,8 +33,10 @@ def write_output(
             "measured_commit": git["git_commit"],
             **git,
             **device_info(info.kind),
-            "upstream": [{"tree": ex.label, "variant": ex.variant} for ex in executions],
-            "verdict": result.line(),
+            **versions(),
+            "cupti": cupti.status() if info.kind == "cuda" else None,
+            "upstream": upstream,
+            "verdict": verdict,
             "created": utc_now(),
         },
     )

@@ -34,9 +34,18 @@ def render(execution: Execution, explained: dict[str, str]) -> str:
         lines.append(
             f"| {r.cell.name} | {_side(r.upstream)} | {_side(r.model)} | {agree} | {values} |"
         )
-    calls = ", ".join(f"{k} {v}" for k, v in sorted(execution.stand_in_calls.items()))
-    lines += ["", f"Stand-ins called: {calls}."]
+    counted = sorted(execution.stand_in_calls.items())
+    real = execution.run_for_real
+    stood = ", ".join(f"{k} {n}" for k, n in counted if k not in real)
+    lines += ["", f"Stand-ins called: {stood}."]
+    ran = ", ".join(f"{k} {n}" for k, n in counted if k in real)
+    if ran:
+        lines.append(f"Run for real (calls): {ran}.")
     return "\n".join(lines)
+
+
+def render_all(executions: Sequence[Execution], explained: dict[str, dict[str, str]]) -> str:
+    return "\n\n".join(render(ex, explained.get(ex.label, {})) for ex in executions)
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ def verdict(
         sites = {(loc, fn, kind) for r in ex.results for kind, loc, fn in r.upstream.syncs}
         total += len(sites)
         named += sum(
-            named_by_table(loc, fn, kind, table, ex.variant, exact=ex.exact_lines)
+            named_by_table(loc, fn, kind, table, ex.variant, exact=ex.lines_apply(loc))
             for loc, fn, kind in sites
         )
     return Verdict(agreeing, cells, named, total, tuple(unexplained))

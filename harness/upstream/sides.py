@@ -1,8 +1,8 @@
-"""The two sides a cell runs on: the model's backend and upstream's, behind one interface."""
+"""The two sides a cell runs on: the model's code and upstream's, behind one interface."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +12,25 @@ import torch
 from harness.backend import BackendConfig, DeepseekV4AttnBackend, MultiStepDraftBackend
 from harness.batch.info import ForwardBatch, SpecInfo
 from harness.batch.pool import ReqToTokenPool
+from harness.serving.mirror import LengthRelay
+from harness.serving.section import ServingConfig, SpecConfig
+from harness.serving.world import World, WorldConfig
+from harness.upstream.cells import SEED, SPEC, CellInputs
+from harness.upstream.loader import drift_of
 from harness.upstream.world import UpstreamWorld, prep_in_graph
 
 # the metadata tensors torch computes on both sides, compared value for value
 VALUE_FIELDS = ("page_table", "seq_lens_casual", "positions_casual", "swa_page_indices")
+Measured = tuple[Callable[[], None], Callable[[], dict[str, Any]]]
+
+
+def _fields(md: Any) -> dict[str, Any]:
+    return {name: getattr(md, name, None) for name in VALUE_FIELDS}
+
+
+def _relay_batch(x: CellInputs) -> tuple[ForwardBatch, list[int]]:
+    b = x.batch(False)
+    return b, x.rows[: b.batch_size]
 
 
 @dataclass
@@ -41,8 +56,44 @@ class ModelSide:
     def prep(self, on: bool) -> Any:
         return nullcontext()
 
-    def full_metadata(self, backend: Any) -> Any:
-        return backend.forward_metadata
+    def check_drift(self, exc: Exception) -> None:
+        return None  # the model's exceptions are its outcomes
+
+    def metadata_values(self, backend: Any) -> dict[str, Any]:
+        return _fields(backend.forward_metadata)
+
+    def sparse_prefill(self, backend: Any, batch: ForwardBatch, ratios: tuple[int, ...]) -> int:
+        """The model's prefill forward: one workspace sizing whatever its layers' ratios."""
+        return backend.sparse_prefill_workspace_len_d2h(batch)
+
+    def relay(self, x: CellInputs, *, publish: bool) -> Measured:
+        """The serving world's spec-v2 relay (its flag, relay and decode mirror) on the cell's
+        rows; without a publish, a relay that has seen none."""
+        serving = ServingConfig(
+            serving_mode="specv2",
+            context_len=x.pool.cfg.context_len,
+            prep_in_graph=x.cell.prep,
+            spec=SpecConfig(steps=SPEC.num_steps, draft_tokens=SPEC.draft_token_num),
+            variants=[self.variant],
+        )
+        world = World(
+            WorldConfig(serving, self.variant, "auto", x.pool.cfg.max_reqs, SEED), x.device
+        )
+        stack = world.stack
+        if not publish:
+            stack.relay = LengthRelay(world.pool.cfg.max_reqs, x.device)
+        b, rows = _relay_batch(x)
+        seen: dict[str, Any] = {}
+
+        def call() -> None:
+            if publish:
+                stack.relay.publish(b.req_pool_indices, b.seq_lens)
+            seq_lens = stack.relay.resolve_seq_lens(b.req_pool_indices)
+            mirror = world.mode.decode_mirror(stack, rows, list(x.case.seq_lens), seq_lens)
+            if publish:  # before a publish the device buffer holds nothing to compare
+                seen.update(seq_lens=seq_lens, seq_lens_cpu=mirror.seq_lens_cpu)
+
+        return call, lambda: seen
 
 
 @dataclass
@@ -67,5 +118,39 @@ class UpstreamSide:
         with prep_in_graph(on):
             yield
 
-    def full_metadata(self, backend: Any) -> Any:
-        return getattr(backend.forward_metadata, "core_attn_metadata", None)
+    def check_drift(self, exc: Exception) -> None:
+        """Raise the drift an exception shows (else it is upstream's outcome)."""
+        drift = drift_of(exc)
+        if drift is exc:
+            raise exc
+        if drift is not None:
+            raise drift from exc
+
+    def metadata_values(self, backend: Any) -> dict[str, Any]:
+        return _fields(getattr(backend.forward_metadata, "core_attn_metadata", None))
+
+    def sparse_prefill(self, backend: Any, batch: Any, ratios: tuple[int, ...]) -> int:
+        return self.world.sparse_prefill(backend, batch, ratios)
+
+    def relay(self, x: CellInputs, *, publish: bool) -> Measured:
+        """Upstream's FutureMap, its flag decided over the target, draft and draft-extend
+        backends; the worker's publish, then the scheduler's resolve."""
+        pool = x.pool
+        backends = (
+            self.backend(pool, SPEC, x.cell.prep),
+            self.multistep(pool, SPEC),
+            self.backend(pool, SPEC, x.cell.prep),
+        )
+        future_map = self.world.future_map(pool, SPEC, backends)
+        b, rows = _relay_batch(x)
+        batch = self.world.schedule_batch(b, rows)
+        seen: dict[str, Any] = {}
+
+        def call() -> None:
+            if publish:
+                future_map.publish(b.req_pool_indices, b.seq_lens)
+            future_map.resolve_seq_lens_cpu(batch)
+            if publish:
+                seen.update(seq_lens=batch.seq_lens, seq_lens_cpu=batch.seq_lens_cpu)
+
+        return call, lambda: seen

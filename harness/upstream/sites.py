@@ -16,7 +16,7 @@ def named_by_table(
     location: str, function: str, kind: str, table: Table, variant: str, *, exact: bool
 ) -> bool:
     """Whether a row of the table names this sync: its file, and its line at `variant`'s
-    commit (`exact`: the tree is that commit's) or else its function, with the same effect."""
+    commit (`exact`: the file is that commit's) or else its function, with the same effect."""
     path, line = _parts(location)
     for row in table.rows:
         up = row.upstream

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from harness.upstream import kernels as K
-from harness.upstream.loader import TreeDrift
+from harness.upstream.loader import TreeDrift, inert_module
 from syncledger import EmuTensor
 
 # where compiled code's Python wrappers live in the releases and commits read so far
@@ -37,8 +37,19 @@ class StandIn:
     label: str  # the compiled code, in words
     target: str  # its Python name upstream: "func" or "Class.method"
     body: Callable[..., Any]  # body(original, *args, **kwargs); a classmethod gets cls first
-    triton: bool = False  # a Triton kernel: stood in on the emulated device only
+    triton: bool = False  # a Triton kernel: stood in on the emulated device, run on CUDA
     required: bool = True  # False: only some commits have it
+    launch: bool = False  # a @triton.jit kernel, called as ``kernel[grid](...)``
+
+
+class _Launch:
+    """A Triton kernel's stand-in: ``kernel[grid](*args)`` calls ``fn(grid, *args)``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return lambda *args, **kwargs: self.fn(grid, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,20 @@ def _torch_twin(original: Any, cls: type, *args: Any, **kwargs: Any) -> Any:
     return on_host(cls.torch, *args, **kwargs)
 
 
+def _flashmla(original: Any, *args: Any, **kwargs: Any) -> Any:
+    return K.flashmla(*args, **kwargs)
+
+
 STAND_INS: tuple[StandIn, ...] = (
+    # 0.5.23 wraps the compiled flash_mla package in a module of its own; before, sgl_kernel's
+    # flash_mla module (MODULE_STAND_INS) is called directly
+    StandIn("FlashMLA scheduler metadata", "get_mla_metadata", _flashmla, required=False),
+    StandIn(
+        "FlashMLA sparse prefill attention",
+        "flash_mla_sparse_fwd",
+        lambda original, *a, **k: K.sparse_attention(*a, **k),
+        required=False,
+    ),
     StandIn(
         "compression metadata (Triton)",
         "init_compression_metadata",
@@ -97,6 +121,31 @@ STAND_INS: tuple[StandIn, ...] = (
     ),
     StandIn("indexer metadata (tvm-ffi)", "get_paged_mqa_logits_metadata", K.indexer_metadata),
     StandIn("top-k plan (tvm-ffi)", "plan_topk_v2", K.topk_plan),
+    # sparse prefill's chunk cache (F10): its Python runs, the kernels it launches stand in
+    StandIn(
+        "SWA token ids (Triton)",
+        "_build_swa_token_ids_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
+    StandIn(
+        "sparse prefill index combine (Triton)",
+        "_combine_topk_swa_indices_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
+    StandIn(
+        "KV dequantization (Triton)",
+        "_dequantize_k_cache_paged_kernel",
+        K.launch_without_effect,
+        triton=True,
+        required=False,
+        launch=True,
+    ),
     StandIn(
         "prefill causal expansion (Triton)",
         "ExpandPrefillCausally.triton",
@@ -124,6 +173,11 @@ MODULE_STAND_INS: tuple[ModuleStandIn, ...] = (
         "FlashMLA scheduler metadata", "sgl_kernel.flash_mla", {"get_mla_metadata": K.flashmla}
     ),
     ModuleStandIn(
+        "FlashMLA sparse prefill attention",
+        "sgl_kernel.flash_mla",
+        {"flash_mla_sparse_fwd": K.sparse_attention},
+    ),
+    ModuleStandIn(
         "DeepGEMM",
         "deep_gemm",
         {"get_num_sms": K.num_sms, "get_paged_mqa_logits_metadata": K.indexer_metadata_dg},
@@ -132,17 +186,17 @@ MODULE_STAND_INS: tuple[ModuleStandIn, ...] = (
 COMPILED_MODULES = ("sgl_kernel", "deep_gemm")  # what the loader must not import for real
 
 
-def _definitions(root: Path, target: str) -> list[str]:
-    """Modules of the tree that define `target`'s function or class."""
-    name = target.split(".")[0]
-    pattern = re.compile(rf"^(def|class) {re.escape(name)}\b", re.M)
-    found = []
+def _definitions(root: Path, names: set[str]) -> dict[str, list[str]]:
+    """name -> the modules of the tree that define a function or class of that name (the
+    tree's files read once)."""
+    pattern = re.compile(r"^(?:def|class) (\w+)\b", re.M)
+    found: dict[str, list[str]] = {n: [] for n in names}
     for sub in _SEARCH:
         for path in sorted((root / "sglang" / sub).rglob("*.py")):
             text = path.read_text(errors="replace")
-            if name in text and pattern.search(text):
+            for name in set(pattern.findall(text)) & names:
                 rel = path.relative_to(root).with_suffix("")
-                found.append(".".join(rel.parts))
+                found[name].append(".".join(rel.parts))
     return found
 
 
@@ -152,6 +206,7 @@ class Installed:
 
     calls: Counter
     found: dict[str, list[str]]  # stand-in label -> the modules that define it
+    real: frozenset[str] = frozenset()  # labels of Triton kernels that run (CUDA), counted
 
     def check_reached(self) -> None:
         for label, where in self.found.items():
@@ -199,18 +254,18 @@ def _patch_method(cls: type, method: str, label: str, calls: Counter, body: Call
 
 @contextmanager
 def compiled_modules(calls: Counter) -> Iterator[None]:
-    """The compiled extensions upstream imports at call time, as modules of counted functions
-    (in place before the tree loads, removed after)."""
+    """The compiled extensions upstream imports, as modules of counted functions (in place
+    before the tree loads, removed after). Their other names are inert: imported (CUDA builds
+    import more of them at module level), they raise when called."""
     saved = {name: sys.modules.get(name) for name in COMPILED_MODULES}
+    made: dict[str, ModuleType] = {}
     for m in MODULE_STAND_INS:
-        module = ModuleType(m.module)
+        module = sys.modules[m.module] = made.setdefault(m.module, inert_module(m.module))
         for fname, fn in m.functions.items():
             setattr(module, fname, _counted(m.label, calls, _plain, fn))
-        sys.modules[m.module] = module
         parent, _, leaf = m.module.rpartition(".")
         if parent:
-            package = sys.modules.setdefault(parent, ModuleType(parent))
-            package.__path__ = []  # type: ignore[attr-defined]
+            package = sys.modules[parent] = made.setdefault(parent, inert_module(parent))
             setattr(package, leaf, module)
     try:
         yield
@@ -228,27 +283,38 @@ def _plain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
 
+def _run_for_real(original: Any, *args: Any, **kwargs: Any) -> Any:
+    return original(*args, **kwargs)
+
+
+def _launch_for_real(original: Any, grid: Any, *args: Any, **kwargs: Any) -> Any:
+    return original[grid](*args, **kwargs)
+
+
 def install(root: Path, calls: Counter, *, emulated: bool) -> Installed:
-    """Replace every stand-in's definition in the loaded tree under `root` (Triton kernels only
-    when `emulated`: on CUDA they run). Raises TreeDrift when a required one is missing."""
+    """Replace every stand-in's definition in the loaded tree under `root`. Triton kernels are
+    stood in on the emulated device only: on CUDA they run, counted the same way. Raises
+    TreeDrift when a required one is missing."""
     found: dict[str, list[str]] = {m.label: [m.module] for m in MODULE_STAND_INS}
+    real = frozenset() if emulated else frozenset(s.label for s in STAND_INS if s.triton)
+    defined = _definitions(root, {s.target.partition(".")[0] for s in STAND_INS})
     for s in STAND_INS:
-        if s.triton and not emulated:
-            continue
+        body = s.body
+        if s.label in real:
+            body = _launch_for_real if s.launch else _run_for_real
         head, _, method = s.target.partition(".")
         where = []
-        for mod_name in _definitions(root, s.target):
+        for mod_name in defined[head]:
             module = importlib.import_module(mod_name)
             if method:
-                if _patch_method(getattr(module, head), method, s.label, calls, s.body):
+                if _patch_method(getattr(module, head), method, s.label, calls, body):
                     where.append(mod_name)
             else:
                 original = getattr(module, head)
-                _patch_function(module, head, _counted(s.label, calls, s.body, original))
+                counted = _counted(s.label, calls, body, original)
+                _patch_function(module, head, _Launch(counted) if s.launch else counted)
                 where.append(mod_name)
         if not where and s.required:
-            raise TreeDrift(
-                f"{root}: no definition of {s.target.split('.')[0]} for stand-in {s.label!r}"
-            )
-        found[s.label] = where
-    return Installed(calls, found)
+            raise TreeDrift(f"{root}: no definition of {head} for stand-in {s.label!r}")
+        found[s.label] = found.get(s.label, []) + where
+    return Installed(calls, found, real)

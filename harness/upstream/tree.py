@@ -5,22 +5,14 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
 
-from harness.upstream.loader import tree_imported
-from harness.upstream.standins import Installed, compiled_modules, install
-from harness.upstream.world import (
-    BACKEND,
-    BATCH_INFO,
-    CONTEXT,
-    CUDA_GATED,
-    POOL,
-    SPEC,
-    UpstreamWorld,
-)
+from harness.upstream.loader import drift_named, tree_imported
+from harness.upstream.standins import COMPILED_MODULES, Installed, compiled_modules, install
+from harness.upstream.world import CUDA_GATED, MODULES, UpstreamWorld, emulated_device_module
 
 
 @contextmanager
@@ -29,11 +21,12 @@ def loaded(
 ) -> Iterator[tuple[UpstreamWorld, Installed]]:
     """The tree under `root` (the folder holding ``sglang/``) imported, its stand-ins installed."""
     calls: Counter = Counter()
-    with compiled_modules(calls), tree_imported(root):
-        modules = {
-            n: importlib.import_module(n) for n in (BACKEND, BATCH_INFO, POOL, CONTEXT, SPEC)
-        }
-        for name in CUDA_GATED:
-            if hasattr(modules[name], "_is_cuda"):
-                modules[name]._is_cuda = True
-        yield UpstreamWorld(modules, device), install(root, calls, emulated=emulated)
+    device_module = emulated_device_module() if emulated else nullcontext()
+    with compiled_modules(calls), tree_imported(root, COMPILED_MODULES), device_module:
+        with drift_named(loading=True):
+            modules = {n: importlib.import_module(n) for n in MODULES}
+            for name in CUDA_GATED:
+                if hasattr(modules[name], "_is_cuda"):
+                    modules[name]._is_cuda = True
+            installed = install(root, calls, emulated=emulated)
+        yield UpstreamWorld(modules, device), installed
