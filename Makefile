@@ -100,27 +100,16 @@ trace: $(SETUP)
 notebooks: $(SETUP)
 	$(PY) -m harness notebooks $(RUN_ARG) $(ARGS)
 
-# GPU checks: the backend and the CUDA graphs against the emulated device, the sync ledger
-# against physics and the profiler, the real-programs suite (ledger == CUPTI == expected), and the
-# emulated device's table of ops whose CUDA kernels wait. Each writes its tables
-# under $(GPU_OUT); all three run, and the target fails when any failed. Without a GPU it is
-# refused at once, before any set-up, and nothing is written.
+# GPU checks: every check registered to give the GPU's verdict (`python -m harness check
+# --list`), each into $(GPU_OUT)/NAME; all run, and the target fails when any failed. Without a
+# GPU it is refused at once, before any set-up, and nothing is written.
 ifneq ($(filter gpu-check,$(MAKECMDGOALS)),)
 ifeq ($(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU'),0)
 $(error gpu-check needs an NVIDIA GPU and nvidia-smi lists none: nothing was run or written)
 endif
 endif
 gpu-check: $(SETUP)
-	@rc=0; \
-	$(PY) -m harness.checks.backend_gpu --out $(call quote,$(GPU_OUT)/backend) || rc=1; \
-	$(PY) -m harness.checks.serving_gpu --out $(call quote,$(GPU_OUT)/serving) || rc=1; \
-	$(PY) -m harness.checks.sync_gpu --out $(call quote,$(GPU_OUT)/sync) $(ARGS) || rc=1; \
-	$(PY) -m harness.checks.programs_gpu --out $(call quote,$(GPU_OUT)/programs) || rc=1; \
-	$(PY) -m harness.checks.programs_cost --out $(call quote,$(GPU_OUT)/programs_cost) || rc=1; \
-	$(PY) -m harness.checks.op_table --out $(call quote,$(GPU_OUT)/op_table) || rc=1; \
-	$(PY) -m harness.checks.op_table_emu --out $(call quote,$(GPU_OUT)/op_table_emu) \
-		--gpu $(call quote,$(GPU_OUT)/op_table) || rc=1; \
-	exit $$rc
+	$(PY) -m harness check --all $(call quote,$(GPU_OUT))
 
 # Do answers survive a rerun? Three invocations of specv2_mirror with --repeats 5, compared
 # pairwise, every run's A/A arm and the half-width of each Δ
@@ -128,7 +117,7 @@ gpu-check: $(SETUP)
 # $(GPU_OUT)/repeats_proof. REPEATS_PROOF_SETS sizes the runs (meant to take under 6 minutes on an H200).
 REPEATS_PROOF_SETS ?= --set steps.time=100 --set 'serving.mirror=[auto]'
 repeats-proof: $(SETUP)
-	$(PY) -m harness.runner.repeats_proof --out $(call quote,$(GPU_OUT)/repeats_proof) \
+	$(PY) -m harness repeats-proof --out $(call quote,$(GPU_OUT)/repeats_proof) \
 		--device $(call quote,$(DEVICE)) $(REPEATS_PROOF_SETS) $(ARGS)
 
 kernels-gpu: $(SETUP)

@@ -4,10 +4,10 @@
 # 1. smoke: one .item() and one .cpu() under a ledger must be one CUPTI event and one
 #    interceptor event; if not (or the process dies), the steps after it run with CUPTI's
 #    callbacks through cupti-python (SYNCLEDGER_CUPTI=python) and steps.txt says so;
-# 2. python -m harness.checks.sync_gpu: the catalogue against the sleep oracle, the host cost
+# 2. python -m harness check sync: the catalogue against the sleep oracle, the host cost
 #    per step (overhead.csv) and per call (record_cost.csv: .item() with CUPTI attached and
 #    paused, a sync-free op, a region; on CUDA and on the emulated device);
-# 3. python -m harness.checks.programs_cost: each real program with and without the ledger,
+# 3. python -m harness check programs-cost: each real program with and without the ledger,
 #    its first call's syncs per site against the expectation, every ledger call's against CUPTI.
 # Each step has a time limit; every meta.json under OUT_DIR gets MEASURED_COMMIT.
 set -u
@@ -47,8 +47,8 @@ if ! step smoke 45 "$py" "$smoke"; then
     echo "smoke failed: the steps below ran with SYNCLEDGER_CUPTI=python" | tee -a "$out/steps.txt"
     step smoke_python 45 "$py" "$smoke"
 fi
-step sync 150 "$py" -m harness.checks.sync_gpu --out "$out/sync" --steps 150
-step programs_cost 60 "$py" -m harness.checks.programs_cost --out "$out/programs_cost"
+step sync 150 "$py" -m harness check sync --out "$out/sync" --steps 150
+step programs_cost 60 "$py" -m harness check programs-cost --out "$out/programs_cost"
 "$py" - "$out" "$commit" <<'PY'
 import json
 import sys

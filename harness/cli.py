@@ -10,14 +10,9 @@ import argparse
 import sys
 
 from harness.commands import load_commands
-from harness.errors import EXIT_CODES, EXIT_USAGE, exit_code
+from harness.errors import EXIT_CODES, OneLineParser, exit_code
 
 DESCRIPTION = "`python -m harness COMMAND ...`: the sync and latency harness's commands."
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 already; keep it to one line
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -25,8 +20,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     listed), without, every command."""
     commands = load_commands()
     chosen = argv[0] if argv and not argv[0].startswith("-") else None
-    parser = _Parser(prog="python -m harness", description=DESCRIPTION, epilog=EXIT_CODES)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="python -m harness", description=DESCRIPTION, epilog=EXIT_CODES)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for cmd in sorted(commands.values(), key=lambda c: c.name):
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EXIT_CODES)
         if argv is None or cmd.name == chosen:

@@ -9,7 +9,6 @@ N stopped it: 130 Ctrl-C, 143 SIGTERM (Interrupted).
 
 from __future__ import annotations
 
-import functools
 import signal
 import sys
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from syncledger.errors import (
     EXIT_USAGE,
     MAX_MESSAGE,
     InputError,
+    OneLineParser,
     OperationalError,
     Terminated,
     os_error_text,
@@ -41,10 +41,10 @@ __all__ = [
     "CheckFailed",
     "InputError",
     "Interrupted",
+    "OneLineParser",
     "OperationalError",
     "Terminated",
     "exit_code",
-    "one_line_errors",
     "os_error_text",
     "shown",
     "sigterm_as_ctrl_c",
@@ -89,13 +89,3 @@ def exit_code(run: Callable[[], int]) -> int:
             return 128 + exc.signum
 
     return ledger_exit_code(checked)
-
-
-def one_line_errors(main: Callable[P, int]) -> Callable[P, int]:
-    """A script's `main` (the GPU checks') with the commands' exit codes and one-line errors."""
-
-    @functools.wraps(main)
-    def wrapped(*args: P.args, **kwargs: P.kwargs) -> int:
-        return exit_code(lambda: main(*args, **kwargs))
-
-    return wrapped

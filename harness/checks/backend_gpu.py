@@ -2,7 +2,7 @@
 device == the per-token oracle, for every forward mode and path; sync counts by region on
 CUDA == on the emulated device.
 
-    python -m harness.checks.backend_gpu --out DIR [--kernels torch,triton] [--quick]
+    python -m harness check backend --out DIR [--kernels torch,triton] [--quick]
 
 Writes DIR/gpucheck.json and DIR/gpucheck.txt, prints the table; exit 0 when everything
 matches, 1 otherwise. Without a GPU it compares plain CPU against the emulated device (a
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import sys
 import time
 import zlib
 from collections import Counter
@@ -32,6 +31,7 @@ from harness.backend.multistep import MultiStepDraftBackend
 from harness.backend.oracle import full_metadata
 from harness.batch.info import ForwardMode as M
 from harness.batch.info import SpecInfo
+from harness.checks import registry
 from harness.checks.backend_cases import (
     CaseSpec,
     build_pool,
@@ -41,7 +41,6 @@ from harness.checks.backend_cases import (
     oracle_case,
     reserve_for,
 )
-from harness.errors import one_line_errors
 from harness.results.files import result_files, write_atomic, write_json
 from syncledger import SyncLedger, emulated_device_beside_gpu, region
 
@@ -249,14 +248,20 @@ def _payload(rows: list[Row], kernels: list[str], skipped: list[str], elapsed: f
     }
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.backend_gpu", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for gpucheck.json/.txt")
     ap.add_argument("--kernels", default="torch,triton", help="ops implementations to check")
     ap.add_argument("--quick", action="store_true", help="Flash only, fewer seeds")
     ap.add_argument("--no-oracle", action="store_true", help="skip the per-token oracle")
-    args = ap.parse_args(argv)
+
+
+@registry.check(
+    "backend",
+    "the backend's metadata on CUDA against the emulated device and the oracle",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     files = result_files(args.out, ("gpucheck.txt", "gpucheck.json"))
     has_cuda = torch.cuda.is_available()
     dev = torch.device("cuda", torch.cuda.current_device()) if has_cuda else torch.device("cpu")
@@ -274,7 +279,3 @@ def main(argv: list[str] | None = None) -> int:
     write_atomic(files["gpucheck.txt"], text + "\n")
     write_json(files["gpucheck.json"], _payload(rows, kernels, skipped, elapsed))
     return 0 if all(r.ok for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,7 +18,7 @@ step's larger kernels over its pool as its threads happen to be scheduled: on th
 of an idle 2-core machine the plain step took 275 µs in some runs and 380 to 430 µs in others,
 back to back, and every ratio moved with it.
 
-    python -m harness.checks.emulated_cost --out DIR [--steps N]
+    python -m harness check emulated-cost --out DIR [--steps N]
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.checks import sync_overhead
+from harness.checks.registry import check
 from harness.checks.sync_overhead import Row, sample_rows, time_steps
-from harness.errors import one_line_errors
 from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import emulated_device, region
@@ -186,12 +186,18 @@ def summary(rows: list[Row]) -> list[str]:
     return lines
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.emulated_cost", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
     ap.add_argument("--steps", type=int, default=500, help="timed steps per configuration")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "emulated-cost",
+    "what the emulated device costs against plain CPU tensors, on one intra-op thread",
+    configure=_configure,
+    in_all=False,
+)
+def run_check(args: argparse.Namespace) -> int:
     files = result_files(args.out, ("emulated_cost.csv", "meta.json"))
     rows = cost_rows(args.steps)
     write_dict_rows(files["emulated_cost.csv"], rows)
@@ -199,7 +205,3 @@ def main(argv: list[str] | None = None) -> int:
     write_check_meta(args.out, "emulated_cost", kind, steps=args.steps, intra_op_threads=1)
     print("\n".join(summary(rows)))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

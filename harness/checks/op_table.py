@@ -1,4 +1,4 @@
-"""`python -m harness.checks.op_table --out DIR [--record] [--budget-s S] [--per-op N]`: which
+"""`python -m harness check op-table --out DIR [--record] [--budget-s S] [--per-op N]`: which
 aten ops make the host wait on CUDA, per call, as CUPTI counts the driver's synchronizing calls.
 
 Derived over PyTorch's OpInfo database (`harness.checks.op_samples`: each op's first samples in
@@ -42,7 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from harness.checks import op_samples
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.results.files import atomic_path, result_files, write_atomic, write_dict_rows
 from harness.results.meta import versions, write_check_meta
 from syncledger import SyncLedger, cupti
@@ -311,9 +311,7 @@ def record(entries: dict[str, Any], derived: dict[str, Any], seen_ops: set[str])
     write_atomic(waits.OP_TABLE, json.dumps(doc, indent=1) + "\n")
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.op_table", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--record", action="store_true", help="merge into the emulated device's table")
     ap.add_argument("--budget-s", type=float, default=240.0, help="time for the OpInfo ops")
@@ -324,7 +322,15 @@ def main(argv: list[str] | None = None) -> int:
         help="where --out is committed, for the record; {gpu} becomes the GPU's model (h100)",
     )
     ap.add_argument("--measured-commit", default="", help="the commit measured (for the record)")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "op-table",
+    "the CUDA waits of every sampled ATen op (OpInfo, the catalogue, the programs) with CUPTI; --record rewrites the emulated device's table",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available() or not cupti.attach():
         print(
             f"op_table: needs CUDA and CUPTI (CUPTI {cupti.status()}); nothing written",
@@ -358,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         model = re.search(r"\b([a-z]\d{2,3})\b", torch.cuda.get_device_name().lower())
         derived = {
-            "command": " ".join(["python -m harness.checks.op_table", *sys.argv[1:]]),
+            "command": " ".join(["python -m harness check op-table", *sys.argv[1:]]),
             "gpu": torch.cuda.get_device_name(),
             "torch": versions()["torch_version"],
             "measured_commit": args.measured_commit,
@@ -368,7 +374,3 @@ def main(argv: list[str] | None = None) -> int:
         record(entries, derived, {op for op, _ in seen.calls})
         print(f"recorded: {waits.OP_TABLE}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

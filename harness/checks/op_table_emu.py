@@ -1,8 +1,8 @@
-"""`python -m harness.checks.op_table_emu --out DIR [--gpu DIR] [--per-op N]`: the op table's
+"""`python -m harness check op-table-emu --out DIR [--gpu DIR] [--per-op N]`: the op table's
 bodies (`harness.checks.op_samples`: OpInfo samples, the catalogue, the real programs) on the
 emulated device, any machine, against what a GPU counted for the same bodies.
 
-Each body runs twice, as `python -m harness.checks.op_table` runs it on the GPU: a warm-up, then
+Each body runs twice, as `python -m harness check op-table` runs it on the GPU: a warm-up, then
 once under a process-wide ledger. With `--gpu` (the folder that check wrote: its `bodies.csv`)
 only the bodies the GPU ran are run, and each one's syncs are compared with the ledger's on
 CUDA. Without it this is the dry run that says what the derivation will sample and how long the
@@ -28,7 +28,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from harness.checks import op_samples
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.results.files import OutputPlan, write_dict_rows
 from syncledger import SyncLedger, emulated_device
 from syncledger.emulated import EmuTensor, waits
@@ -106,13 +106,20 @@ def _is_saved(x: Any) -> bool:
     return isinstance(x, tuple) and len(x) in (2, 4) and x[0] in ("tensor", "device")
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.op_table_emu", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--gpu", type=Path, help="the folder `harness.checks.op_table` wrote")
     ap.add_argument("--per-op", type=int, default=3, help="samples per OpInfo op")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "op-table-emu",
+    "the op table's samples on the emulated device, against what a GPU run of op-table recorded (--gpu)",
+    configure=_configure,
+    in_all=True,
+    with_all=lambda out: ["--gpu", str(out.parent / "op-table")],
+)
+def run_check(args: argparse.Namespace) -> int:
     gpu = None
     if args.gpu is not None:
         if not (args.gpu / "bodies.csv").is_file():
@@ -157,7 +164,3 @@ def main(argv: list[str] | None = None) -> int:
     for line in replayed[:40]:
         print(f"  {line}")
     return 1 if differ or failed or replayed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

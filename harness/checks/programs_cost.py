@@ -7,7 +7,7 @@ driver's synchronizing calls during it: they must be equal. Outputs and syncs pe
 real-programs suite's checks (`harness.checks.programs_gpu`, `make test`), not this one's:
 a program's later calls need not repeat its first (a training step changes its model).
 
-    python -m harness.checks.programs_cost --out DIR [--device cuda|emu] [--calls N] [NAME ...]
+    python -m harness check programs-cost --out DIR [--device cuda|emu] [--calls N] [NAME ...]
 
 Exit 1 when a program fails, its first call's syncs differ from the expectation or a ledger
 call's from the driver's; the ratios to the target (RATIO_LIMIT) are reported, not gated.
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from harness.checks.emulated_cost import one_intra_op_thread
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.programs import suite
 from harness.programs.registry import Program
 from harness.results.files import result_files, write_dict_rows
@@ -161,14 +161,20 @@ def summary(rows: list[Row]) -> list[str]:
     return lines
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.programs_cost", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
     ap.add_argument("--device", choices=("cuda", "emu"), default="cuda")
     ap.add_argument("--calls", type=int, default=CALLS, help="timed calls of each kind")
     ap.add_argument("names", nargs="*", help="programs to time (default: all that load here)")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "programs-cost",
+    "each real program's time with and without the ledger, its syncs against the expectation and CUPTI",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     if args.device == "cuda":
         if not torch.cuda.is_available():
             print("programs_cost: no CUDA device; nothing was run or written", file=sys.stderr)
@@ -186,7 +192,3 @@ def main(argv: list[str] | None = None) -> int:
     bad = disagreements(rows)
     print("\n".join(summary(rows) + [f"DIFFER: {b}" for b in bad]))
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

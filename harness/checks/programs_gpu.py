@@ -1,4 +1,4 @@
-"""`python -m harness.checks.programs_gpu --out DIR`: the real-programs suite on a GPU.
+"""`python -m harness check programs --out DIR`: the real-programs suite on a GPU.
 
 Each program that loads here runs on CUDA (without and with a process-wide ledger, CUPTI
 attached) and on the emulated device. Per program: the plain run, the ledger's syncs (by
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.programs import suite
 from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
@@ -39,12 +39,18 @@ def _row(cuda: suite.Verdict, emu: suite.Verdict | None) -> dict[str, object]:
     }
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.programs_gpu", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--record", action="store_true")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "programs",
+    "the real programs on CUDA: the ledger against CUPTI and the expectation; --record rewrites it",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available():
         print("programs_gpu: no CUDA device; nothing was run or written", file=sys.stderr)
         return 2
@@ -72,7 +78,3 @@ def main(argv: list[str] | None = None) -> int:
         suite.record(cuda_outcomes, suite.measured_on("cuda"))
         return 0
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,7 +11,7 @@ the same ledger with its CUPTI detector paused (`ledger_without_cupti`). On CUDA
 on the GPU, timed by the wall clock; `--device emu` (any machine) runs them on the emulated
 device, timed by the thread's CPU time (see `clock_for`).
 
-    python -m harness.checks.record_cost --out DIR [--device cuda|emu] [--calls N] [--rounds N]
+    python -m harness check record-cost --out DIR [--device cuda|emu] [--calls N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from harness.checks.emulated_cost import one_intra_op_thread
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import SyncLedger, cupti, emulated_device_beside_gpu, region
@@ -202,14 +202,20 @@ def verdict_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.record_cost", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
     ap.add_argument("--device", choices=("cuda", "emu"), default="emu")
     ap.add_argument("--calls", type=int, default=CALLS, help="calls per round")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "record-cost",
+    "what the ledger adds per recorded sync, per sync-free op and per region",
+    configure=_configure,
+    in_all=False,
+)
+def run_check(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("record_cost: no CUDA device; nothing was run or written", file=sys.stderr)
         return 2
@@ -231,7 +237,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(summary(rows) + verdict_lines(rows)))
     return 0 if all(met for _t, v, met in target_verdicts(rows) if v is not None) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

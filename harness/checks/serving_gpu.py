@@ -1,7 +1,7 @@
 """GPU check: real CUDA-graph capture and replay for every bucket the default scenarios use, and
 the metadata after replay compared with the emulated device's result for the same seeded batch.
 
-    python -m harness.checks.serving_gpu --out DIR [--model flash] [--quick]
+    python -m harness check serving --out DIR [--model flash] [--quick]
 
 Per bucket b (and per pass: DECODE, TARGET_VERIFY, draft DECODE) a world is built on CUDA with
 only b captured and a batch of b - 1 requests (so padding is exercised), one step runs, and the
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.results.files import result_files, write_atomic, write_json
 from harness.serving.buckets import capture_buckets
 from harness.serving.section import ServingConfig
@@ -157,15 +157,21 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.serving_gpu", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--model", default="flash", choices=["flash", "pro"])
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--quick", action="store_true", help="skip the full-capture phase")
     ap.add_argument("--max-buckets", type=int, default=12, help="per mode; sampled evenly")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "serving",
+    "the serving world's CUDA graphs (capture and replay) against the emulated device",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available():
         print("gpucheck needs a CUDA device", file=sys.stderr)
         return 2
@@ -205,7 +211,3 @@ def main(argv: list[str] | None = None) -> int:
     write_atomic(files["gpucheck.txt"], report + "\n")
     write_json(files["gpucheck.json"], {"ok": ok, "buckets": rows, "full_capture": full})
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m harness.checks.sync_gpu --out DIR`: the sync ledger against physics, on a GPU.
+"""`python -m harness check sync --out DIR`: the sync ledger against physics, on a GPU.
 
 1. Every case of the planted-sync catalogue (`syncledger.catalogue`): the events the ledger
    recorded on CUDA (its syncs and kinds), the syncs the emulated device recorded, the profiler's
@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from harness.checks import emulated_cost, record_cost, sync_oracle, sync_overhead
-from harness.errors import one_line_errors
+from harness.checks.registry import check
 from harness.results.files import result_files, write_dict_rows
 from harness.results.meta import write_check_meta
 from syncledger import (
@@ -251,13 +251,19 @@ def _summary(cat: list[Row], threshold: tuple[int | None, int] | None, targets: 
     return ok
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.checks.sync_gpu", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for the result files")
     ap.add_argument("--device", choices=("cuda", "emu"), default="cuda")
     ap.add_argument("--steps", type=int, default=300, help="timed steps per configuration")
-    args = ap.parse_args(argv)
+
+
+@check(
+    "sync",
+    "the sync ledger against physics (the catalogue behind a sleeping GPU), the staging threshold and the ledger's own cost",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     use_cuda = args.device == "cuda"
     if use_cuda and not torch.cuda.is_available():
         print(
@@ -307,7 +313,3 @@ def main(argv: list[str] | None = None) -> int:
         args.out, "sync_gpu", kind, nvtx_backend=NVTX_BACKEND, steps=args.steps, **extra
     )
     return 0 if _summary(cat, threshold, targets) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,7 +8,7 @@ the commands printed), and three tidy tables with a `meta.json`:
 - aa.csv: per run and batch size, the A/A arm's Δ, its interval, the noise floor, flagged;
 - deltas.csv: per run, batch size and variant, Δ against the reference, interval, half-width.
 
-    python -m harness.runner.repeats_proof --out results/gpu/repeats_proof --device cuda
+    python -m harness repeats-proof --out results/gpu/repeats_proof --device cuda
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.errors import one_line_errors
 from harness.results.compare import compare_runs, time_deltas
 from harness.results.deltas import cell_rates, noise_floor, paired_delta
 from harness.results.files import json_text, result_files, write_atomic
@@ -29,6 +28,7 @@ from harness.results.samples import headline_metric, step_times
 from harness.results.tables import AA_ARM
 from harness.runner.device import device_kind
 from harness.scenario import load_scenario
+from harness.variants import reference_variant
 
 RUNS = 3
 _VARIANT, _ARM, _BATCH = 2, 6, 4  # positions in a cell tuple (CELL_KEYS)
@@ -86,15 +86,8 @@ def _within_run(i: int, run: RunData, reference: str) -> tuple[list[tuple], list
     return aa, deltas
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.runner.repeats_proof")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--scenario", default="specv2_mirror")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = p.parse_args(argv)
+def prove(args: argparse.Namespace) -> int:
+    """Three runs of `args.scenario` with `--repeats`, compared; the tables under `args.out`."""
     device_kind(args.device)  # a device this machine lacks: exit 2 before any run
     load_scenario(args.scenario, args.set)  # so is a bad scenario or --set
     pairs = itertools.combinations(range(RUNS), 2)
@@ -102,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     result_files(args.out, [*names, "pairs.csv", "aa.csv", "deltas.csv", "meta.json"])
     folders = [_bench(args, i) for i in range(RUNS)]
     runs = [load_run(f) for f in folders]
-    reference = "before"
+    reference = reference_variant()
     pairs = []
     for (i, a), (j, b) in itertools.combinations(enumerate(runs), 2):
         write_atomic(args.out / f"compare_{i}_{j}.txt", compare_runs(a.path, b.path) + "\n")
@@ -122,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "written": utc_now(),
         "runs": [str(f) for f in folders],
-        "command": " ".join(
-            ["python", "-m", "harness.runner.repeats_proof", *(argv or sys.argv[1:])]
-        ),
+        "command": " ".join(["python", "-m", "harness", *sys.argv[1:]]),
         "device_kind": runs[0].meta.get("device_kind"),
         "gpu_name": runs[0].meta.get("gpu_name"),
         "git_commit": runs[0].meta.get("git_commit"),
@@ -135,7 +126,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}:\n{(args.out / name).read_text()}")
     print(f"A/A: {args.out / 'aa.csv'}; Δ against {reference}: {args.out / 'deltas.csv'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m harness.checks.emulated_cost`: the emulated device's step against plain CPU tensors
+"""`python -m harness check emulated-cost`: the emulated device's step against plain CPU tensors
 and against the floor of any wrapper-subclass emulation, every sample kept."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from harness.checks.emulated_cost import (
     FloorTensor,
     PassThroughDispatchMode,
 )
+from harness.cli import main
 
 T = torch.arange(-4, 12, dtype=torch.int32)
 IDX = torch.randperm(16)
@@ -67,7 +68,7 @@ def test_every_configuration_is_timed_on_one_intra_op_thread(
 def test_a_run_keeps_every_sample_of_every_configuration(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], small_metadata_steps: None
 ) -> None:
-    assert emulated_cost.main(["--out", str(tmp_path), "--steps", "10"]) == 0
+    assert main(["check", "emulated-cost", "--out", str(tmp_path), "--steps", "10"]) == 0
     with (tmp_path / "emulated_cost.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert Counter(r["config"] for r in rows) == {c: 10 for c in emulated_cost.CONFIGS}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks import record_cost
+from harness.cli import main
 
 
 def _row(device: str, probe: str, arm: str, rnd: int, value: float) -> dict[str, object]:
@@ -35,7 +36,20 @@ def test_emulated_run_writes_a_row_per_probe_arm_and_round(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cost"
-    record_cost.main(["--out", str(out), "--device", "emu", "--calls", "5", "--rounds", "2"])
+    main(
+        [
+            "check",
+            "record-cost",
+            "--out",
+            str(out),
+            "--device",
+            "emu",
+            "--calls",
+            "5",
+            "--rounds",
+            "2",
+        ]
+    )
     lines = (out / "record_cost.csv").read_text().splitlines()
     assert len(lines) == 1 + len(record_cost.PROBES) * 2 * 2
     assert lines[0].split(",")[:6] == ["device", "probe", "arm", "round", "value", "unit"]

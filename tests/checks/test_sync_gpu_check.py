@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from harness.checks import emulated_cost, record_cost, sync_gpu, sync_oracle, sync_overhead
+from harness.cli import main
 from syncledger import SyncLedger, cupti
 from syncledger.catalogue import CASES
 from tests.support.sync_fakes import FakeCupti, use_fake_cupti
@@ -29,7 +30,7 @@ def test_cuda_check_without_cuda_refuses_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "sync"
-    assert sync_gpu.main(["--out", str(out)]) == 2
+    assert main(["check", "sync", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["sync_gpu: no CUDA device on this machine; nothing was run or written"]
     assert not out.exists()
@@ -72,7 +73,7 @@ def test_emulated_smoke_run_writes_every_table(
     probes = functools.partial(record_cost.probe_rows, calls=10, rounds=2)
     monkeypatch.setattr(record_cost, "probe_rows", probes)
     out = tmp_path / "sync"
-    assert sync_gpu.main(["--out", str(out), "--device", "emu", "--steps", "12"]) == 0
+    assert main(["check", "sync", "--out", str(out), "--device", "emu", "--steps", "12"]) == 0
     with (out / "catalogue.csv").open() as f:
         cat = list(csv.DictReader(f))
     assert [r["case"] for r in cat] == [c.name for c in CASES]

@@ -103,10 +103,8 @@ def test_an_output_never_replaces_a_fifo_or_a_file_of_its_run(tmp_path, capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_repeats_proof_on_cuda_without_a_gpu_is_exit_2_before_any_run(tmp_path, capsys):
-    from harness.runner import repeats_proof
-
     out = tmp_path / "proof"
-    assert repeats_proof.main(["--out", str(out), "--device", "cuda"]) == 2
+    assert main(["repeats-proof", "--out", str(out), "--device", "cuda"]) == 2
     assert "--device" in _one_line(capsys.readouterr().err) and not out.exists()
 
 

@@ -93,7 +93,7 @@ def _words(pattern: str) -> set[tuple[str, str]]:
 
 def test_every_command_target_and_key_named_exists() -> None:
     commands = set(load_commands())
-    for page, name in _words(r"python -m harness (\w+)"):
+    for page, name in _words(r"python -m harness (\w[\w-]*)"):
         assert name in commands, f"{page}: python -m harness {name}"
     targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M))
     written = _words(r"`make ([a-z][\w-]*)") | {

@@ -166,7 +166,8 @@ def test_the_long_runs_cross_several_sweeps():
 def test_the_gpu_check_passes_only_when_every_site_and_cell_agree(
     change, rc, count_passes, monkeypatch, tmp_path, capsys
 ):
-    import harness.lifecycle.gpu_check as check
+    import harness.checks.lifecycle_gpu as check
+    from harness.cli import main
 
     counts, syncs = _tables(count_passes(load_scenario("lifecycle")))
     rates = site_rates(counts, syncs)
@@ -182,6 +183,6 @@ def test_the_gpu_check_passes_only_when_every_site_and_cell_agree(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(check, "run_rates", run_rates)
-    assert check.main(["--scenario", "lifecycle", "--out", str(tmp_path)]) == rc
+    assert main(["check", "lifecycle", "--scenario", "lifecycle", "--out", str(tmp_path)]) == rc
     assert ("PASS" if rc == 0 else "FAIL") in capsys.readouterr().out
     assert (tmp_path / "lifecycle_rates.csv").exists()

@@ -27,7 +27,7 @@ from types import TracebackType
 
 import syncledger
 from syncledger.device import DEVICE_KINDS
-from syncledger.errors import EXIT_USAGE, InputError, exit_code, stop_reason, stop_signal
+from syncledger.errors import InputError, OneLineParser, exit_code, stop_reason, stop_signal
 from syncledger.limits import limit_line
 from syncledger.outputs import OutputPlan, write_atomic
 
@@ -37,13 +37,8 @@ EXIT_CODES = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 already; keep it to one line
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="syncledger",
         description="run a Python script under the sync ledger and list its syncs by location",
         epilog=EXIT_CODES,

@@ -9,6 +9,7 @@ environment variable (OperationalError, or any OSError that reaches the command 
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import reprlib
@@ -17,6 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from syncledger.console import fit_console
 
@@ -116,3 +118,10 @@ def exit_code(run: Callable[[], int]) -> int:
             signum = stop_signal(exc)
             print(stop_reason(signum), file=sys.stderr)
             return 128 + signum
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")

@@ -97,7 +97,7 @@ _MEASURED: dict[Any, Callable[[tuple, dict], list[SyncKind]]] = {
 }
 
 # Ops whose CUDA kernels wait where their CPU kernels do not, derived on a GPU over PyTorch's
-# OpInfo database, the catalogue and the real programs (`python -m harness.checks.op_table`):
+# OpInfo database, the catalogue and the real programs (`python -m harness check op-table`):
 # cuda_op_waits.json beside this file. An entry is the op's waits per call: a count of device
 # reads, a list of kinds in order, or, for an op whose waits depend on its arguments,
 # {"by_args": {call class: waits}, "else": waits} (`call_class`).

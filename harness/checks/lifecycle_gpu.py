@@ -1,7 +1,7 @@
 """GPU check: the lifecycle's sync sites on CUDA sync as on the emulated device, site by site
 (each occasional site's syncs per 1,000 steps, each steady site's per step).
 
-    python -m harness.lifecycle.gpu_check [--scenario sweeps/lifecycle_long ...] [--out DIR]
+    python -m harness check lifecycle [--scenario sweeps/lifecycle_long ...] [--out DIR]
 
 Per scenario (default: both long lifecycle scenarios) the count pass runs on CUDA, then on the
 emulated device, each into a run folder under DIR (default results/runs); the two runs' site
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.errors import InputError, one_line_errors
+from harness.checks.registry import check
+from harness.errors import InputError
 from harness.lifecycle.rates import KEY, rate_differences, site_rates
 from harness.results.files import result_files, write_atomic
 from harness.results.load import load_run
@@ -42,12 +43,18 @@ def run_rates(name: str, device: str, out: Path) -> tuple[Path, pd.DataFrame, li
     return folder, site_rates(run.counts, run.syncs), failed
 
 
-@one_line_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.lifecycle.gpu_check", description=__doc__)
+def _configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--scenario", action="append", help="a lifecycle scenario (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("results/runs"))
-    args = ap.parse_args(argv)
+
+
+@check(
+    "lifecycle",
+    "the request lifecycle's sync sites on CUDA against the emulated device, site by site",
+    configure=_configure,
+    in_all=True,
+)
+def run_check(args: argparse.Namespace) -> int:
     import torch
 
     if not torch.cuda.is_available():
@@ -77,7 +84,3 @@ def main(argv: list[str] | None = None) -> int:
     write_atomic(rates_csv, pd.concat(tables).to_csv(index=False))
     print(f"{'FAIL' if failed else 'PASS'}: {args.out / 'lifecycle_rates.csv'}")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
