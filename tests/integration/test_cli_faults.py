@@ -109,11 +109,11 @@ def test_repeats_proof_on_cuda_without_a_gpu_is_exit_2_before_any_run(tmp_path, 
 
 
 def test_the_gpu_suite_fails_when_its_steps_fail(tmp_path):
-    """Every step fails here (its Python is `false`; without a GPU make refuses gpu-check)."""
+    """Every step fails here (its Python is `false`)."""
     out = tmp_path / "suite"
     env = {**os.environ, "PYTHON": "false"}
     done = subprocess.run(
-        ["bash", "benchmarks/gpu_suite.sh", str(out)],
+        ["bash", "benchmarks/gpu_suite.sh", str(out), "headline", "checks"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -121,8 +121,19 @@ def test_the_gpu_suite_fails_when_its_steps_fail(tmp_path):
         timeout=60,
     )
     steps = (out / "steps.txt").read_text().splitlines()
-    assert done.returncode == 1 and len(steps) == 6
-    assert done.stderr.strip().splitlines()[-1].startswith("gpu_suite: 6 of 6 steps failed")
+    assert done.returncode == 1 and len(steps) == 8
+    assert done.stderr.strip().splitlines()[-1].startswith("gpu_suite: 8 of 8 steps failed")
+
+
+def test_the_gpu_suite_refuses_an_unknown_part(tmp_path):
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu_suite.sh", str(tmp_path / "suite"), "nope"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "unknown part nope" in done.stderr
 
 
 def _interrupt_count_pass(*args, **kwargs):
