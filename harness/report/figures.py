@@ -109,20 +109,31 @@ class Report:
         return [f"not drawn ({why}): {', '.join(names)}" for why, names in self.not_drawn.items()]
 
 
-def write_report(run: RunData, out_dir: Path | None = None, dpi: int = 110) -> Report:
-    """Render every figure of the run's worlds it has data for into PNG files."""
-    out = Path(out_dir) if out_dir is not None else run.path / "plots"
-    out.mkdir(parents=True, exist_ok=True)
-    report = Report([])
+def drawable(run: RunData) -> tuple[list[tuple[str, FigureSpec, RunData]], dict[str, list[str]]]:
+    """The figures of the run's worlds it has data for (file stem, figure, the rows it draws),
+    and the stems of those it lacks data for, by reason."""
+    out: list[tuple[str, FigureSpec, RunData]] = []
+    lacking: dict[str, list[str]] = {}
     for stem, (world, spec) in figures_of(run).items():
-        path = out / f"{stem}.png"
         rows = rows_of(run, world)
         if not has_cells(rows):
             continue
         has, why = NEEDS[spec.needs]
-        if not has(rows):
-            report.not_drawn.setdefault(why, []).append(path.name)
-            continue
+        if has(rows):
+            out.append((stem, spec, rows))
+        else:
+            lacking.setdefault(why, []).append(stem)
+    return out, lacking
+
+
+def write_report(run: RunData, out_dir: Path | None = None, dpi: int = 110) -> Report:
+    """Render every figure of the run's worlds it has data for into PNG files."""
+    out = Path(out_dir) if out_dir is not None else run.path / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    figures, lacking = drawable(run)
+    report = Report([], {why: [f"{s}.png" for s in stems] for why, stems in lacking.items()})
+    for stem, spec, rows in figures:
+        path = out / f"{stem}.png"
         with atomic_path(path) as tmp:  # a reader never sees half a PNG
             spec.draw(rows).savefig(tmp, dpi=dpi, format="png")
         report.written.append(path)
