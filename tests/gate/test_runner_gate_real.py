@@ -10,19 +10,9 @@ import pytest
 
 from harness.backend import DeepseekV4AttnBackend
 from harness.cli import main
+from tests.support.tiny import tiny_scenario
 
-TINY = """\
-name: tiny
-seed: 7
-serving:
-  model: flash
-  serving_mode: nonspec
-  batch_sizes: [4]
-  context_len: 1024
-  cuda_graph_max_bs: 8
-  variants: [after, dropped]
-steps: {warmup: 1, count: 3, time: 2, time_emu: 2}
-"""
+TINY = tiny_scenario(("after", "dropped"), count=3)
 
 
 def planted_d2h(batch) -> None:

@@ -17,20 +17,10 @@ from harness.cli import main
 from harness.errors import InputError
 from harness.fidelity import TABLE, load_table, render_markdown
 from harness.variants import declare, forget
+from tests.support.tiny import tiny_scenario
 
 TWIN = "twin"
-SCENARIO = f"""\
-name: twin
-seed: 7
-serving:
-  model: flash
-  serving_mode: nonspec
-  batch_sizes: [4]
-  context_len: 1024
-  cuda_graph_max_bs: 8
-  variants: [before, {TWIN}]
-steps: {{warmup: 1, count: 2, time_emu: 2}}
-"""
+SCENARIO = tiny_scenario(("before", TWIN), name="twin")
 
 
 @pytest.fixture

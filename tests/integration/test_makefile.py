@@ -16,20 +16,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from tests.support.tiny import tiny_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = """\
-name: tiny
-seed: 7
-serving:
-  model: flash
-  serving_mode: nonspec
-  batch_sizes: [4]
-  context_len: 1024
-  cuda_graph_max_bs: 8
-  variants: [after]
-steps: {warmup: 1, count: 2}
-"""
+TINY = tiny_scenario()
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 
