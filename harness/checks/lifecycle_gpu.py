@@ -53,13 +53,9 @@ def _configure(ap: argparse.ArgumentParser) -> None:
     "the request lifecycle's sync sites on CUDA against the emulated device, site by site",
     configure=_configure,
     in_all=True,
+    needs_cuda=True,
 )
 def run_check(args: argparse.Namespace) -> int:
-    import torch
-
-    if not torch.cuda.is_available():
-        print("the lifecycle GPU check needs a CUDA device", file=sys.stderr)
-        return 2
     rates_csv = result_files(args.out, ("lifecycle_rates.csv",))["lifecycle_rates.csv"]
     tables, failed = [], False
     for name in args.scenario or LONG:

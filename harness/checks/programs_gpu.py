@@ -11,10 +11,7 @@ committed expectation. Exit 0 when every program passes on both, 1 otherwise, 2 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-
-import torch
 
 from harness.checks.registry import check
 from harness.programs import suite
@@ -49,11 +46,9 @@ def _configure(ap: argparse.ArgumentParser) -> None:
     "the real programs on CUDA: the ledger against CUPTI and the expectation; --record rewrites it",
     configure=_configure,
     in_all=True,
+    needs_cuda=True,
 )
 def run_check(args: argparse.Namespace) -> int:
-    if not torch.cuda.is_available():
-        print("programs_gpu: no CUDA device; nothing was run or written", file=sys.stderr)
-        return 2
     files = result_files(args.out, ("programs.csv", "meta.json"))
     cupti.attach()
     expected = suite.load_expected()

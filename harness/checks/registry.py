@@ -22,6 +22,7 @@ class Check:
     configure: Callable[[argparse.ArgumentParser], None]
     run: Run
     in_all: bool  # part of `check --all`: the GPU's verdicts (`make gpu-check`)
+    needs_cuda: bool  # refused, before anything is written, on a machine without CUDA
     # the options `--all` gives it beside `--out OUT/NAME` (e.g. where another check wrote)
     with_all: Callable[[Path], list[str]]
 
@@ -35,6 +36,7 @@ def check(
     *,
     configure: Callable[[argparse.ArgumentParser], None],
     in_all: bool = True,
+    needs_cuda: bool = False,
     with_all: Callable[[Path], list[str]] = lambda out: [],
 ) -> Callable[[Run], Run]:
     """Register `run(args) -> exit code` as check `name`; `configure` adds its options (each
@@ -43,7 +45,7 @@ def check(
     def register(run: Run) -> Run:
         if name in CHECKS:
             raise RuntimeError(f"check {name!r} registered twice")
-        CHECKS[name] = Check(name, help, configure, run, in_all, with_all)
+        CHECKS[name] = Check(name, help, configure, run, in_all, needs_cuda, with_all)
         return run
 
     return register
@@ -56,6 +58,22 @@ def load_checks() -> dict[str, Check]:
     for info in pkgutil.iter_modules(checks.__path__):
         importlib.import_module(f"{checks.__name__}.{info.name}")
     return CHECKS
+
+
+def run_check(chk: Check, argv: list[str]) -> int:
+    """Check `chk` with these options; one that needs CUDA is refused without it (exit 2)."""
+    from harness.errors import InputError
+    from syncledger.platform import cuda_present
+
+    try:
+        args = parser_of(chk).parse_args(argv)
+    except SystemExit as exc:  # its --help (0), or a usage error already said in one line (2)
+        return int(exc.code or 0)
+    if chk.needs_cuda and not cuda_present():
+        raise InputError(
+            "needs a CUDA device and this machine has none; nothing was run", key=chk.name
+        )
+    return chk.run(args)
 
 
 def parser_of(chk: Check) -> argparse.ArgumentParser:

@@ -170,11 +170,9 @@ def _configure(ap: argparse.ArgumentParser) -> None:
     "the serving world's CUDA graphs (capture and replay) against the emulated device",
     configure=_configure,
     in_all=True,
+    needs_cuda=True,
 )
 def run_check(args: argparse.Namespace) -> int:
-    if not torch.cuda.is_available():
-        print("gpucheck needs a CUDA device", file=sys.stderr)
-        return 2
     files = result_files(args.out, ("gpucheck.txt", "gpucheck.json"))
     root = Path(__file__).resolve().parents[2]
     sizes = scenario_batch_sizes(root)

@@ -23,7 +23,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
     configure=_configure,
 )
 def run(args: argparse.Namespace) -> int:
-    from harness.checks.registry import load_checks, parser_of
+    from harness.checks.registry import load_checks, run_check
     from harness.errors import InputError
 
     checks = load_checks()
@@ -39,17 +39,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("name a check or give --all OUT (--list names them)", key="NAME")
     if args.name not in checks:
         raise InputError(f"unknown check (known: {', '.join(checks)})", key=args.name)
-    chk = checks[args.name]
-    try:
-        options = parser_of(chk).parse_args(args.options)
-    except SystemExit as exc:  # its --help (0), or a usage error already said in one line (2)
-        return int(exc.code or 0)
-    return chk.run(options)
+    return run_check(checks[args.name], args.options)
 
 
 def _run_all(chosen: list, out: Path) -> int:
     """Every chosen check, each into OUT/NAME, also after one failed; 1 when any failed."""
-    from harness.checks.registry import parser_of
+    from harness.checks.registry import run_check
     from harness.errors import InputError
     from syncledger.platform import cuda_present
 
@@ -59,8 +54,7 @@ def _run_all(chosen: list, out: Path) -> int:
     for chk in chosen:
         where = out / chk.name
         print(f"== {chk.name}", flush=True)
-        argv = ["--out", str(where), *chk.with_all(where)]
-        if chk.run(parser_of(chk).parse_args(argv)) != 0:
+        if run_check(chk, ["--out", str(where), *chk.with_all(where)]) != 0:
             failed.append(chk.name)
     print(f"checks failed: {', '.join(failed)}" if failed else "every check passed")
     return 1 if failed else 0

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.checks import registry
 from harness.cli import main
@@ -46,3 +47,10 @@ def test_all_runs_every_verdict_check_into_its_folder(monkeypatch, tmp_path, cap
 def test_a_bad_check_command_is_one_line_and_exit_2(argv, capsys) -> None:
     assert main(argv) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_check_that_needs_cuda_is_refused_before_writing(tmp_path, capsys) -> None:
+    out = tmp_path / "serving"
+    assert main(["check", "serving", "--out", str(out)]) == 2
+    assert "needs a CUDA device" in capsys.readouterr().err and not out.exists()

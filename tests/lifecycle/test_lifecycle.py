@@ -4,7 +4,6 @@ it; SWA sweeps on the interval; the summary's steady and occasional sites; the l
 from __future__ import annotations
 
 import pytest
-import torch
 
 from harness.batch.pool import PoolConfig, ReqToTokenPool
 from harness.cli import main
@@ -181,7 +180,7 @@ def test_the_gpu_check_passes_only_when_every_site_and_cell_agree(
             failed = ["after/bs=8: RuntimeError boom"]
         return tmp_path / device, mine, failed
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr("syncledger.platform.cuda_present", lambda: True)
     monkeypatch.setattr(check, "run_rates", run_rates)
     assert main(["check", "lifecycle", "--scenario", "lifecycle", "--out", str(tmp_path)]) == rc
     assert ("PASS" if rc == 0 else "FAIL") in capsys.readouterr().out
