@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.commands import load_commands
 from harness.errors import EXIT_CODES, OneLineParser, exit_code
+from syncledger.events import skip_frames_of, skip_frames_under
 
 DESCRIPTION = "`python -m harness COMMAND ...`: the sync and latency harness's commands."
 
@@ -32,6 +34,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # the dispatch to a command is never what caused a sync: stacks start below it
+    here = Path(__file__).parent
+    skip_frames_of(__file__, str(here / "errors.py"), str(here / "checks" / "registry.py"))
+    skip_frames_under(str(here / "commands"))
 
     def run() -> int:
         args = build_parser(argv).parse_args(argv)  # inside: Ctrl-C while torch imports

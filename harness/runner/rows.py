@@ -9,9 +9,8 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-import torch
-
 from harness.results.tables import NO_TAG
+from syncledger.events import is_machinery
 
 
 def step_path(paths: Iterable[str]) -> str:
@@ -35,15 +34,12 @@ def tag_value(tags: tuple[tuple[str, str], ...], key: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # where a failure was raised
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_SKIP = (_TORCH_DIR, os.path.join("harness", "sync") + os.sep, "contextlib.py")
-
 
 def failure_site(exc: BaseException) -> tuple[str, str]:
     """(file:line, function) of the innermost frame outside torch and the ledger machinery."""
     frames = traceback.extract_tb(exc.__traceback__)
     for fr in reversed(frames):
-        if not any(s in fr.filename for s in _SKIP):
+        if not is_machinery(fr.filename):
             return f"{_short(fr.filename)}:{fr.lineno}", fr.name
     if frames:
         return f"{_short(frames[-1].filename)}:{frames[-1].lineno}", frames[-1].name

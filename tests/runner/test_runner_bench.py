@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import inspect
 import json
 
 import pytest
@@ -203,3 +204,17 @@ def test_time_pass_cuda_rows_with_emulated_events():
     it = [r for r in latency if r["region"] == "iteration" and r["path"] == "graph"]
     assert sorted({r["metric"] for r in it}) == ["device", "e2e", "host"]
     assert all(r["device"] == "cuda" and r["value"] >= 0 for r in it)
+
+
+def test_a_failure_raised_inside_the_ledger_is_placed_at_the_callers_line(monkeypatch) -> None:
+    from harness.runner.rows import failure_site
+    from syncledger.rules import pageable_staging_bytes
+
+    monkeypatch.setenv("SYNCLEDGER_PAGEABLE_STAGING_BYTES", "lots")
+    try:
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        pageable_staging_bytes()  # raises inside syncledger/rules.py
+    except ValueError as exc:
+        where, function = failure_site(exc)
+    assert where == f"tests/runner/test_runner_bench.py:{line}"
+    assert function == "test_a_failure_raised_inside_the_ledger_is_placed_at_the_callers_line"

@@ -180,10 +180,16 @@ class RegionEntry(NamedTuple):
 
 
 # Frames inside these folders are machinery, not the code that caused a sync. torch's is found
-# without importing it: the pytest plugin reads this module in runs that never use torch.
-_TORCH_DIR = os.path.dirname(os.path.abspath(find_spec("torch").origin)) + os.sep
+# without importing it: the pytest plugin reads this module in runs that never use torch, and a
+# tool that only reads results may name its own frames here where torch is not installed.
+try:
+    _TORCH = find_spec("torch")
+except ImportError:  # an import system that refuses it: torch is not there
+    _TORCH = None
 _SYNC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_SKIP_PREFIXES: tuple[str, ...] = (_TORCH_DIR, _SYNC_DIR)
+_SKIP_PREFIXES: tuple[str, ...] = (_SYNC_DIR,)
+if _TORCH is not None and _TORCH.origin:
+    _SKIP_PREFIXES += (os.path.dirname(os.path.abspath(_TORCH.origin)) + os.sep,)
 _SKIP_FILES: set[str] = {"<frozen runpy>", "<string>"}
 _CWD = os.getcwd() + os.sep
 MAX_STACK_DEPTH = 16
