@@ -103,7 +103,7 @@ def _after_fork_in_child() -> None:
 def spool_dir(ledger: SyncLedger) -> Path:
     """The folder where `ledger`'s forked children spool their events (made at the first fork)."""
     if ledger._spool is None:
-        ledger._spool = Path(tempfile.mkdtemp(prefix="harness-sync-children-"))
+        ledger._spool = Path(tempfile.mkdtemp(prefix="syncledger-children-"))
         ledger._spool_owner = os.getpid()
     return ledger._spool
 

@@ -27,7 +27,7 @@ def _from_nvtx_package() -> tuple[PushFn, PopFn, str] | None:
         import nvtx
     except ImportError:
         return None
-    domain = nvtx.get_domain("harness")
+    domain = nvtx.get_domain("syncledger")
     if not hasattr(domain, "handle"):  # a DummyDomain: no tool is attached to take ranges
         return _noop_push, _noop_pop, "nvtx (no tool attached: ranges skipped)"
     attrs: dict[str, object] = {}  # event attributes are cached per name: building them costs µs

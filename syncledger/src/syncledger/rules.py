@@ -2,7 +2,7 @@
 emulated device (one implementation of each rule, unit-tested without a GPU).
 
 The rules follow what the host did on an H200 (driver 580, torch 2.11) with a long sleep kernel
-queued first (`harness.checks.sync_gpu` measures them again):
+queued first (the harness's `check sync` measures them again):
 
 - a blocking copy either way waits; so does any copy whose host side is pageable, except a
   `non_blocking` host-to-device copy of at most the driver's staging size, which the driver

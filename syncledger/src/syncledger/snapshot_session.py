@@ -48,7 +48,7 @@ from syncledger.within import resolve_within
 
 TOOL = "pytest --sync-snapshot"
 ACCEPT = "pytest --sync-snapshot-update"
-WORKER_KEY = "harness_sync_snapshot"  # this plugin's part of an xdist worker's output
+WORKER_KEY = "syncledger_snapshot"  # this plugin's part of an xdist worker's output
 
 
 @dataclass(frozen=True)

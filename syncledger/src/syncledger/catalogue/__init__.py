@@ -2,7 +2,7 @@
 
 Each case names the events the ledger must record (kind -> count, non-blocking hazards
 included), hence the syncs the host makes. The ledger is trusted because it records exactly
-these on the emulated device (in CI) and on CUDA, where `harness.checks.sync_gpu` times every case
+these on the emulated device (in CI) and on CUDA, where the harness's `check sync` times every case
 behind a sleeping GPU to count the real waits. Cases marked `measured` were counted that way on
 an H200 (driver 580, torch 2.11); the others are hypotheses until that check confirms them.
 """

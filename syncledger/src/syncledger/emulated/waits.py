@@ -6,7 +6,7 @@ device data: `nonzero`, `masked_select`, `unique`, `bincount`, ...) reads the de
 of syncing ops is kept by hand.
 
 Then what the tags cannot say, each measured on an H200 (torch 2.11) by the blocking oracle of
-`harness.checks.sync_gpu`; the catalogue case that shows it is named beside each rule. These are
+the harness's `check sync`; the catalogue case that shows it is named beside each rule. These are
 facts of the CUDA kernels (the emulated device runs the CPU kernels, which read differently).
 """
 
