@@ -206,15 +206,13 @@ def test_time_pass_cuda_rows_with_emulated_events():
     assert all(r["device"] == "cuda" and r["value"] >= 0 for r in it)
 
 
-def test_a_failure_raised_inside_the_ledger_is_placed_at_the_callers_line(monkeypatch) -> None:
+def test_a_failure_raised_inside_the_ledger_is_placed_at_the_callers_line() -> None:
     from harness.runner.rows import failure_site
-    from syncledger.rules import pageable_staging_bytes
+    from syncledger.within import resolve_within
 
-    monkeypatch.setenv("SYNCLEDGER_PAGEABLE_STAGING_BYTES", "lots")
-    try:
+    with pytest.raises(ValueError) as caught:
         line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
-        pageable_staging_bytes()  # raises inside syncledger/rules.py
-    except ValueError as exc:
-        where, function = failure_site(exc)
+        resolve_within([])  # raises inside syncledger/within.py
+    where, function = failure_site(caught.value)
     assert where == f"tests/runner/test_runner_bench.py:{line}"
     assert function == "test_a_failure_raised_inside_the_ledger_is_placed_at_the_callers_line"
